@@ -1,0 +1,110 @@
+"""Reading notebooks: nbgrader cell roles, hidden regions, and checks of a submission's form."""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import nbformat
+
+HIDDEN = re.compile(r"^[ \t]*### BEGIN HIDDEN TESTS[ \t]*\n(.*?)^[ \t]*### END HIDDEN TESTS[ \t]*$", re.S | re.M)
+
+
+def nbgrader_meta(cell) -> dict:
+    meta = cell.get("metadata", {}).get("nbgrader", {})
+    return meta if isinstance(meta, dict) else {}
+
+
+def grade_id(cell) -> str | None:
+    gid = nbgrader_meta(cell).get("grade_id")
+    return gid if isinstance(gid, str) else None
+
+
+def is_test(cell) -> bool:
+    """An autograder test cell: graded, not an answer."""
+    meta = nbgrader_meta(cell)
+    return bool(meta.get("grade")) and not meta.get("solution")
+
+
+def is_answer(cell) -> bool:
+    return bool(nbgrader_meta(cell).get("solution"))
+
+
+def is_locked(cell) -> bool:
+    return bool(nbgrader_meta(cell).get("locked"))
+
+
+def hidden_source(source: str) -> str:
+    """The code between ### BEGIN HIDDEN TESTS and ### END HIDDEN TESTS, dedented to the margin."""
+    return "\n".join(m.group(1) for m in HIDDEN.finditer(source))
+
+
+def visible_source(source: str) -> str:
+    return HIDDEN.sub("", source).rstrip() + "\n"
+
+
+@dataclass
+class Exercise:
+    """A graded exercise: its test cell in the source notebook."""
+    grade_id: str
+    points: float
+    source: str            # full source, hidden tests included
+    answer_ids: list[str]  # answer cells since the previous test cell
+
+    @property
+    def hidden(self) -> str:
+        return hidden_source(self.source)
+
+    @property
+    def visible(self) -> str:
+        return visible_source(self.source)
+
+
+def exercises(source_nb) -> list[Exercise]:
+    """The exercises of a source notebook, in order."""
+    found, answers = [], []
+    for cell in source_nb.cells:
+        if is_answer(cell) and grade_id(cell):
+            answers.append(grade_id(cell))
+        if is_test(cell):
+            found.append(Exercise(grade_id(cell), float(nbgrader_meta(cell).get("points", 0)),
+                                  cell.source, answers))
+            answers = []
+    return found
+
+
+def read(path: Path):
+    """Read a notebook; raises ValueError with a clear message when it is not one."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return nbformat.read(handle, as_version=4)
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"{path.name} is not UTF-8 text ({exc.reason})") from None
+    except Exception as exc:  # nbformat raises several kinds on broken JSON
+        raise ValueError(f"{path.name} is not a readable notebook: {str(exc).splitlines()[0][:200]}") from None
+
+
+def form_problems(nb, release_nb) -> list[str]:
+    """What is wrong with the form of a submission compared with the released notebook: the
+    problems that make plain `nbgrader autograde` stop a whole batch or lose grades."""
+    problems = []
+    ids = [grade_id(c) for c in nb.cells if grade_id(c)]
+    for gid in sorted({g for g in ids if ids.count(g) > 1}):
+        problems.append(f"the notebook has {ids.count(gid)} cells with grade_id {gid!r} (a copied cell?); "
+                        "the first is kept")
+    release_roles = {grade_id(c): c for c in release_nb.cells if grade_id(c)}
+    for cell in nb.cells:
+        gid = grade_id(cell)
+        ref = release_roles.get(gid)
+        if ref is not None and (is_test(ref) or is_locked(ref)) and cell.source != ref.source:
+            problems.append(f"the locked cell {gid!r} was edited; the released version is used")
+        if ref is not None and cell.cell_type != ref.cell_type:
+            problems.append(f"cell {gid!r} was changed from {ref.cell_type} to {cell.cell_type}")
+    present = set(ids)
+    for gid, ref in release_roles.items():
+        if gid not in present and (is_test(ref) or is_answer(ref)):
+            problems.append(f"cell {gid!r} was deleted; " + ("it is restored" if is_test(ref) else "it scores 0"))
+    kernel = nb.metadata.get("kernelspec", {}).get("name")
+    if kernel not in (None, "python3"):
+        problems.append(f"kernel {kernel!r} is not the course's python3 kernel; python3 is used")
+    return problems

@@ -1,0 +1,88 @@
+"""Make the learner's material from the instructor's: notebooks/ (via nbgrader
+generate_assignment) and the self-check fixtures (the oracle run on each check's examples)."""
+from __future__ import annotations
+
+import filecmp
+import json
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from . import course, notebook
+from .selfcheck import FIXTURES, encode
+from .spec import collect, learner_side_source, to_plain, clone_args, quiet
+
+
+def fixtures(unit: str) -> dict[str, Any]:
+    """Expected values and known-mistake values on each check's fixed examples."""
+    import torch
+
+    entries: dict[str, Any] = {}
+    for exercise in notebook.exercises(notebook.read(course.source_notebook(unit))):
+        for spec in collect(exercise.hidden):
+            examples = spec.examples()
+            if not examples:
+                continue
+            if spec.name in entries:
+                raise ValueError(f"{unit}: two checks with examples are named {spec.name!r}; give one examples only")
+            cases = []
+            for case in examples:
+                with quiet(), torch.no_grad():
+                    want = spec.oracle(*clone_args(case.args), **clone_args(case.kwargs))
+                    mistakes = spec.mistakes(*clone_args(case.args), **clone_args(case.kwargs)) if spec.mistakes else {}
+                cases.append({"label": case.label, "args": encode(tuple(case.args)), "kwargs": encode(case.kwargs),
+                              "want": encode(to_plain(want)),
+                              "mistakes": {k: encode(to_plain(v)) for k, v in mistakes.items()}})
+            entries[spec.name] = {"call_name": spec.call.__name__,
+                                  "call_source": learner_side_source(exercise.hidden, spec),
+                                  "judge": spec.judge, "tol": spec.tol, "cases": cases}
+    return entries
+
+
+def _fixture_text(unit: str) -> str:
+    """One line per check, so a change shows as a change of that line."""
+    entries = fixtures(unit)
+    lines = [f" {json.dumps(name)}: {json.dumps(entry, ensure_ascii=False)}" for name, entry in entries.items()]
+    return "{\n" + ",\n".join(lines) + "\n}\n"
+
+
+def release(check: bool = False, units: list[str] | None = None) -> list[str]:
+    """Regenerate notebooks/ and grader/fixtures/ from solutions/, or with `check` only report
+    what is out of date. Returns the problems found (empty when all is in sync)."""
+    problems: list[str] = []
+    units = units or course.units()
+    with tempfile.TemporaryDirectory() as tmp:
+        api = course.nbgrader_api(Path(tmp), release_dir=Path(tmp) / "release")
+        for unit in units:
+            outcome = api.generate_assignment(unit, force=True)
+            if not outcome["success"]:
+                problems.append(f"{unit}: nbgrader generate_assignment failed:\n{outcome['log'][-2000:]}")
+                continue
+            fresh, shipped = Path(tmp) / "release" / unit, course.NOTEBOOKS / unit
+            text, fixture = _fixture_text(unit), FIXTURES / f"{unit}.json"
+            if check:
+                problems += [f"notebooks/{unit}/{name} is out of date" for name in _differences(fresh, shipped)]
+                if not fixture.exists() or fixture.read_text(encoding="utf-8") != text:
+                    problems.append(f"grader/fixtures/{unit}.json is out of date")
+            else:
+                shutil.rmtree(shipped, ignore_errors=True)
+                shutil.copytree(fresh, shipped)
+                fixture.write_text(text, encoding="utf-8")
+    if check:
+        stale = {p.stem for p in FIXTURES.glob("*.json")} - set(course.units())
+        problems += [f"grader/fixtures/{name}.json belongs to no unit" for name in sorted(stale)]
+        extra = {p.name for p in course.NOTEBOOKS.iterdir() if p.is_dir()} - set(course.units())
+        problems += [f"notebooks/{name} belongs to no unit" for name in sorted(extra)]
+    return problems
+
+
+def _differences(a: Path, b: Path) -> list[str]:
+    """Files that differ between two folders (missing on either side included)."""
+    if not b.exists():
+        return ["(the whole folder)"]
+    cmp = filecmp.dircmp(a, b)
+    out = cmp.left_only + cmp.right_only + cmp.diff_files + cmp.funny_files
+    for sub in cmp.common_dirs:
+        out += [f"{sub}/{name}" for name in _differences(a / sub, b / sub)]
+    return out

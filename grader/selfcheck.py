@@ -1,0 +1,86 @@
+"""Self-checks for the learner: run your code on the notebook's fixed examples and say what is wrong.
+
+    from grader.selfcheck import check
+    check("dot_product")
+
+Expected values and the values of known mistakes are stored in `grader/fixtures/*.json`
+(made by `python -m grader release` from the instructor's notebooks); nothing here computes
+a correct answer.
+"""
+from __future__ import annotations
+
+import functools
+import inspect
+import json
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from .compare import JUDGES
+from .spec import Case, CheckFailed, call_learner
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+def encode(value: Any) -> Any:
+    """Plain data (see grader.spec.to_plain) to JSON."""
+    if isinstance(value, torch.Tensor):
+        return {"__tensor__": value.tolist(), "dtype": str(value.dtype).removeprefix("torch."),
+                "shape": list(value.shape)}
+    if isinstance(value, tuple):
+        return {"__tuple__": [encode(v) for v in value]}
+    if isinstance(value, list):
+        return [encode(v) for v in value]
+    if isinstance(value, dict):
+        return {k: encode(v) for k, v in value.items()}
+    return value
+
+
+def decode(value: Any) -> Any:
+    """The inverse of `encode`."""
+    if isinstance(value, dict):
+        if "__tensor__" in value:
+            dtype = getattr(torch, value["dtype"])
+            return torch.tensor(value["__tensor__"], dtype=dtype).reshape(value["shape"])
+        if "__tuple__" in value:
+            return tuple(decode(v) for v in value["__tuple__"])
+        return {k: decode(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [decode(v) for v in value]
+    return value
+
+
+@functools.cache
+def _fixtures() -> dict[str, Any]:
+    entries: dict[str, Any] = {}
+    for path in sorted(FIXTURES.glob("*.json")):
+        entries.update(json.loads(path.read_text(encoding="utf-8")))
+    return entries
+
+
+def check(name: str, namespace: dict[str, Any] | None = None) -> None:
+    """Check the notebook's `name` (a function or class) on the stored examples.
+
+    Prints a tick when everything matches; otherwise raises CheckFailed with a message that
+    names the mistake. `namespace` defaults to the caller's globals (the notebook)."""
+    __tracebackhide__ = True  # IPython: show the message, not this function's insides
+    if namespace is None:
+        namespace = inspect.currentframe().f_back.f_globals  # type: ignore[union-attr]
+    entry = _fixtures().get(name)
+    if entry is None:
+        raise KeyError(f"no self-check is stored for {name!r}")
+    if name not in namespace:
+        raise CheckFailed(f"{name} is not defined: run the cell where you wrote it first")
+    scope = dict(namespace)
+    exec(compile(entry["call_source"], "<self-check>", "exec"), scope)
+    fn = scope[entry["call_name"]]
+    judge = JUDGES[entry["judge"]]
+    for case in entry["cases"]:
+        got = call_learner(fn, Case(case["label"], tuple(decode(case["args"])), decode(case["kwargs"])))
+        message = judge(got, decode(case["want"]), decode(case["mistakes"]), entry["tol"])
+        if message:
+            raise CheckFailed(f"{name} ({case['label']}): {message}") from None
+    count = len(entry["cases"])
+    print(f"\u2713 {name}: right on {count} example{'s' if count > 1 else ''}. "
+          "The graded tests also try other inputs and shapes.")

@@ -1,0 +1,282 @@
+"""Hidden checks written as specifications.
+
+A hidden check is a `Spec` with four parts:
+
+1. `examples` and `cases` make the inputs: fixed examples (the ones the notebook prints) and
+   seeded random cases of several shapes;
+2. `call` calls the learner's code on one input and returns what it gave. It is the only part
+   that touches learner code, and it must be a named `def` that uses nothing but its arguments,
+   the notebook's names and the hidden region's imports: the grader ships its source, alone,
+   into the learner's process;
+3. `oracle` computes the expected value (PyTorch built-ins or small reference code), and
+   `mistakes` (optional) the values that known mistakes produce, each keyed by its message;
+4. `judge` (a name from `grader.compare.JUDGES`) and `tol` compare the two.
+
+The hidden region of a test cell defines its specs and ends with `run(SPEC, ...)`. Under plain
+`nbgrader autograde` that runs all four parts in the notebook's kernel. Under
+`python -m grader grade`, `run` only collects the specs: the grader makes the inputs, sends
+them with the `call` source into the notebook's process (`grader.harness`), takes back plain
+tensors and numbers, and runs the oracle and the comparison in its own process, where learner
+code cannot reach the verdict.
+"""
+from __future__ import annotations
+
+import ast
+import contextlib
+import warnings
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterator
+
+import torch
+
+from .compare import DEFAULT_TOL, JUDGES
+
+
+@dataclass
+class Case:
+    """One input: positional and keyword arguments for `call`, `oracle` and `mistakes`."""
+    label: str
+    args: tuple = ()
+    kwargs: dict = field(default_factory=dict)
+
+
+@dataclass
+class Spec:
+    name: str                                                   # contract name checked, e.g. "dot_product"
+    call: Callable[..., Any]                                     # learner side: runs learner code
+    oracle: Callable[..., Any]                                   # grader side: the expected value
+    examples: Callable[[], list[Case]] = lambda: []              # fixed inputs, also used by self-checks
+    cases: Callable[[torch.Generator], list[Case]] = lambda g: []  # seeded random inputs
+    mistakes: Callable[..., dict[str, Any]] | None = None        # grader side: {message: value}
+    judge: str = "tensor"                                        # key of grader.compare.JUDGES
+    tol: float = DEFAULT_TOL                                     # in float32 steps (a fraction for "float")
+    seed: int = 0
+
+    def all_cases(self) -> list[Case]:
+        generator = torch.Generator().manual_seed(self.seed)
+        return list(self.examples()) + list(self.cases(generator))
+
+
+class CheckFailed(AssertionError):
+    """A hidden or self-check failed; the message says what is wrong."""
+
+
+# --- values crossing the process boundary --------------------------------------------------
+
+_SCALARS = (bool, int, float, str, type(None))
+
+
+def to_plain(x: Any, depth: int = 0) -> Any:
+    """Turn a learner's return value into plain data: exact torch.Tensor (no subclass, detached,
+    on the CPU), Python scalars, strings, and lists/tuples/dicts of them. NumPy arrays become
+    {"__ndarray__": tensor}; anything else becomes {"__error__": ...}."""
+    if depth > 4:
+        return {"__error__": "the result is nested too deeply"}
+    if isinstance(x, torch.Tensor):
+        t = x.detach()
+        if type(t) is not torch.Tensor:
+            t = t.as_subclass(torch.Tensor)
+        return t.cpu().clone()
+    if type(x) in _SCALARS:
+        return x
+    if type(x).__module__ == "numpy":
+        import numpy as np
+        if isinstance(x, np.ndarray):
+            if x.dtype == object:
+                return {"__error__": "a NumPy array of Python objects"}
+            return {"__ndarray__": torch.from_numpy(np.array(x, copy=True))}
+        if isinstance(x, np.generic):
+            return x.item()
+    if type(x) in (list, tuple) and len(x) <= 10_000:
+        items = [to_plain(v, depth + 1) for v in x]
+        return tuple(items) if type(x) is tuple else items
+    if type(x) is dict and all(type(k) is str for k in x):
+        return {k: to_plain(v, depth + 1) for k, v in x.items()}
+    return {"__error__": f"returned an object of type {type(x).__name__}"}
+
+
+def sanitize(x: Any, depth: int = 0) -> Any:
+    """Check that a value read back from the learner's process is plain data, as `to_plain`
+    makes it. Anything else (a forged file) is turned into an error value."""
+    if depth > 5:
+        return {"__error__": "the result is nested too deeply"}
+    if type(x) is torch.Tensor:
+        return x
+    if type(x) in _SCALARS:
+        return x
+    if type(x) in (list, tuple):
+        return type(x)(sanitize(v, depth + 1) for v in x)
+    if isinstance(x, dict) and all(type(k) is str for k in x):
+        return {k: sanitize(v, depth + 1) for k, v in x.items()}
+    return {"__error__": f"unexpected value of type {type(x).__name__}"}
+
+
+def error_value(exc: BaseException) -> dict:
+    text = str(exc).strip().splitlines()
+    return {"__error__": f"{type(exc).__name__}: {text[0][:300] if text else ''}".rstrip(": ")}
+
+
+def clone_args(value: Any) -> Any:
+    """A deep copy of tensors in an input, so learner code that edits its input in place
+    cannot change what the oracle sees."""
+    if isinstance(value, torch.Tensor):
+        return value.clone()
+    if isinstance(value, (list, tuple)):
+        return type(value)(clone_args(v) for v in value)
+    if isinstance(value, dict):
+        return {k: clone_args(v) for k, v in value.items()}
+    return value
+
+
+@contextlib.contextmanager
+def quiet() -> Iterator[None]:
+    """Silence warnings: nbgrader scores a test cell 0 when anything reaches stderr."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        yield
+
+
+def call_learner(fn: Callable[..., Any], case: Case) -> Any:
+    """Run the learner-side `call` on one case and return plain data (errors included)."""
+    try:
+        with quiet():
+            return to_plain(fn(*clone_args(case.args), **clone_args(case.kwargs)))
+    except Exception as exc:  # the learner's code may raise anything; report it
+        return error_value(exc)
+
+
+# --- the verdict ----------------------------------------------------------------------------
+
+def verdict(spec: Spec, case: Case, got: Any) -> str | None:
+    """None when `got` is right for `case`; otherwise the message a learner sees."""
+    failure = _failure(spec, case, got)
+    return failure[0] if failure else None
+
+
+def _failure(spec: Spec, case: Case, got: Any) -> tuple[str, bool] | None:
+    """(message, whether it names a known mistake), or None when `got` is right."""
+    with quiet(), torch.no_grad():
+        want = spec.oracle(*clone_args(case.args), **clone_args(case.kwargs))
+        mistakes = spec.mistakes(*clone_args(case.args), **clone_args(case.kwargs)) if spec.mistakes else None
+    mistakes = _plain_mistakes(mistakes)
+    message = JUDGES[spec.judge](got, to_plain(want), mistakes, spec.tol)
+    if message is None:
+        return None
+    return f"{spec.name} ({case.label}): {message}", message in (mistakes or {})
+
+
+def judge_all(spec: Spec, cases: list[Case], results: list[Any]) -> str | None:
+    """The verdict over all cases: None when all pass; else the first message that names a
+    known mistake, or failing that the first failure."""
+    failures = [f for f in (_failure(spec, c, r) for c, r in zip(cases, results)) if f]
+    if not failures:
+        return None
+    return next((m for m, named in failures if named), failures[0][0])
+
+
+def _plain_mistakes(mistakes: dict[str, Any] | None) -> dict[str, Any] | None:
+    return None if mistakes is None else {k: to_plain(v) for k, v in mistakes.items()}
+
+
+# --- running specs ---------------------------------------------------------------------------
+
+_collecting: list[Spec] | None = None
+
+
+def evaluate(spec: Spec, call: Callable[..., Any] | None = None) -> str | None:
+    """Run one spec in this process; None when every case passes, else its failure message."""
+    cases = spec.all_cases()
+    return judge_all(spec, cases, [call_learner(call or spec.call, case) for case in cases])
+
+
+def run(*specs: Spec) -> None:
+    """Run hidden checks in this process (plain nbgrader), or hand them to the grader."""
+    if _collecting is not None:
+        _collecting.extend(specs)
+        return
+    for spec in specs:
+        message = evaluate(spec)
+        if message:
+            raise CheckFailed(message) from None
+
+
+def collect(source: str) -> list[Spec]:
+    """The specs a hidden-test source defines, without running any learner code."""
+    global _collecting
+    _collecting = []
+    try:
+        with quiet():
+            exec(compile(source, "<hidden checks>", "exec"), {"__name__": "hidden_checks"})
+        return _collecting
+    finally:
+        _collecting = None
+
+
+def learner_side_source(source: str, spec: Spec) -> str:
+    """The part of a hidden-test source that runs in the learner's process: the region's
+    imports and the `call` function of `spec`, nothing else (no oracle, no mistakes)."""
+    tree = ast.parse(source)
+    name = spec.call.__name__
+    imports = [n for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))]
+    defs = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == name]
+    if len(defs) != 1:
+        raise ValueError(f"the hidden checks of {spec.name!r} must define exactly one top-level "
+                         f"`def {name}` (found {len(defs)}); lambdas cannot be shipped")
+    parts = [ast.get_source_segment(source, n) for n in imports + defs]
+    return "\n".join(p for p in parts if p)
+
+
+# --- parameters of learner modules -----------------------------------------------------------
+
+def load_params(module: torch.nn.Module, state: dict[str, torch.Tensor]) -> torch.nn.Module:
+    """Copy reference parameters into a learner's module by name (parameters only: buffers such
+    as a causal mask are the learner's own and are tested, not overwritten). A mismatch raises
+    a message listing the expected and the found names and shapes."""
+    found = {name: tuple(p.shape) for name, p in module.named_parameters()}
+    expected = {name: tuple(t.shape) for name, t in state.items()}
+    if found != expected:
+        missing = sorted(set(expected) - set(found))
+        extra = sorted(set(found) - set(expected))
+        wrong = sorted(n for n in set(found) & set(expected) if found[n] != expected[n])
+        lines = ["the module's parameters do not match the names and shapes the exercise asks for."]
+        if missing:
+            lines.append("missing: " + ", ".join(f"{n} {expected[n]}" for n in missing))
+        if extra:
+            lines.append("unexpected: " + ", ".join(f"{n} {found[n]}" for n in extra)
+                         + " (a mask belongs in register_buffer, not in nn.Parameter)")
+        if wrong:
+            lines.append("wrong shape: " + ", ".join(f"{n} is {found[n]}, expected {expected[n]}" for n in wrong))
+        lines.append("expected: " + ", ".join(f"{n} {s}" for n, s in expected.items()))
+        raise ValueError(" ".join(lines))
+    params = dict(module.named_parameters())
+    with torch.no_grad():
+        for name, value in state.items():
+            params[name].copy_(value)
+    return module
+
+
+@contextlib.contextmanager
+def forbid(*names: str, reason: str = "this exercise asks you to write it yourself") -> Iterator[None]:
+    """While learner code runs, make the named library functions raise (e.g. "torch.dot",
+    "torch.Tensor.__matmul__"): for exercises whose point is to build them by hand."""
+    import importlib
+
+    saved = []
+    try:
+        for name in names:
+            owner_name, attr = name.rsplit(".", 1)
+            head, *rest = owner_name.split(".")
+            owner = importlib.import_module(head)
+            for part in rest:
+                owner = getattr(owner, part)
+
+            def blocked(*args, _name=name, **kwargs):
+                raise RuntimeError(f"{_name.replace('__matmul__', '__matmul__ (the @ operator)')} is not "
+                                   f"allowed here: {reason}")
+
+            saved.append((owner, attr, owner.__dict__.get(attr, getattr(owner, attr))))
+            setattr(owner, attr, blocked)
+        yield
+    finally:
+        for owner, attr, original in reversed(saved):
+            setattr(owner, attr, original)

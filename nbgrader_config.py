@@ -1,0 +1,27 @@
+"""nbgrader settings for this course. Run nbgrader commands from the repository root.
+
+solutions/<unit>/<unit>.ipynb are the instructor's source notebooks (one assignment per unit);
+notebooks/<unit>/<unit>.ipynb are the student versions generated from them.
+"""
+import os
+
+from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor
+from nbgrader.preprocessors import ClearHiddenTests, GetGrades
+
+c = get_config()  # noqa: F821 (provided by traitlets when it loads this file)
+
+c.CourseDirectory.course_id = "attention-course"
+c.CourseDirectory.root = os.path.dirname(os.path.abspath(__file__))
+c.CourseDirectory.source_directory = "solutions"
+c.CourseDirectory.release_directory = "notebooks"
+
+c.ClearSolutions.code_stub = {"python": "# YOUR CODE HERE\nraise NotImplementedError()"}
+
+# Grading runs every cell; training cells read NBGRADER_EXECUTION and train briefly.
+c.Execute.timeout = 120
+c.Execute.interrupt_on_timeout = True
+# A learner who deletes a test cell gets it back rather than a "needs manual grading".
+c.OverwriteCells.add_missing_cells = True
+
+# Feedback reports show the visible self-checks, never the hidden tests.
+c.GenerateFeedback.preprocessors = [GetGrades, CSSHTMLHeaderPreprocessor, ClearHiddenTests]

@@ -1,0 +1,25 @@
+"""Catalogue of learner mistakes and correct alternatives, one module per unit (`u01.py`, ...).
+
+Each module names its unit in UNIT. Each entry replaces the code of one answer cell of the reference solution. The catalogue test
+proves that every mistake loses the points of that exercise and gets its named message, and
+that every alternative keeps full marks.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Mistake:
+    name: str                # what the learner did, in a few words
+    answer: str              # grade id of the answer cell the code replaces
+    code: str                # the learner's (wrong) code
+    message: str             # a piece of the message the learner must see
+    selfcheck: bool = True   # the notebook's self-check names it too (the example shows the bug)
+
+
+@dataclass(frozen=True)
+class Alternative:
+    name: str
+    answer: str
+    code: str
