@@ -13,8 +13,8 @@ newlines included. No model, however large, can beat this figure on average:
 it is the cross-entropy of the true generating process itself.
 
 Lines are independent (each starts fresh after "\\n") and at most 48 characters
-long, so a 64-character context always reaches back to where the names that
-must be repeated were introduced.
+long, so 64 characters of context always reach back to the start of the current
+line, where the names that must be repeated were introduced.
 
 Usage:
     python data/make_corpus.py              # (re)write train.txt, val.txt, corpus_stats.json
@@ -29,7 +29,7 @@ import math
 import random
 from collections import Counter
 from pathlib import Path
-from typing import Callable, Optional, Protocol
+from typing import NamedTuple, Optional, Protocol
 
 DEFAULT_SEED = 1337
 TRAIN_LINES = 11_000
@@ -69,7 +69,7 @@ NAMES: Options = (
 # readable from the text as soon as that word is complete.
 TEMPLATES: Options = (
     (" met ", 4),    # ann met bob. bob gave ann two red cups.
-    (" saw ", 3),    # tom saw a big cat. the cat bit tom.
+    (" saw ", 3),    # tom saw one big cat. the cat bit tom.
     (" asked ", 2),  # mia asked sam for six pens. sam said no.
     (" and ", 2),    # eva and ben swam, then ben slept.
 )
@@ -133,12 +133,15 @@ def _without(options: Options, word: str) -> Options:
     return tuple(opt for opt in options if opt[0] != word)
 
 
-def _object_phrase(choose: Choose, nouns: Options, adjective: bool) -> tuple[str, str]:
+def _object_phrase(
+    choose: Choose, nouns: Options, adjective: bool, noun_reused: bool
+) -> tuple[str, str]:
     """Quantity, optional adjective, noun; returns (noun, plural suffix)."""
     quantity = choose(QUANTITIES)  # steers: decides the plural "s"
     if adjective:
         choose(ADJECTIVES, steers=False)
-    return choose(nouns), ("" if quantity == "one " else "s")
+    noun = choose(nouns, steers=noun_reused)
+    return noun, ("" if quantity == "one " else "s")
 
 
 def line_process(choose: Choose) -> None:
@@ -158,11 +161,11 @@ def line_process(choose: Choose) -> None:
         choose(GIVE_VERBS, steers=False)
         _emit(choose, second if giver == first else first, blind=NAMES)
         _emit(choose, " ")
-        _, plural = _object_phrase(choose, OBJECTS, adjective=True)
+        _, plural = _object_phrase(choose, OBJECTS, adjective=True, noun_reused=False)
         _emit(choose, plural + ".\n")
     elif template == " saw ":
         # tom saw two big cats. the cats bit tom.
-        animal, plural = _object_phrase(choose, ANIMALS, adjective=True)
+        animal, plural = _object_phrase(choose, ANIMALS, adjective=True, noun_reused=True)
         _emit(choose, plural + ". the ")
         _emit(choose, animal, blind=ANIMALS)
         _emit(choose, plural + " ")
@@ -173,7 +176,7 @@ def line_process(choose: Choose) -> None:
         # mia asked sam for six pens. sam said no.
         second = choose(_without(NAMES, first))
         _emit(choose, " for ")
-        _, plural = _object_phrase(choose, OBJECTS, adjective=False)
+        _, plural = _object_phrase(choose, OBJECTS, adjective=False, noun_reused=False)
         _emit(choose, plural + ". ")
         _emit(choose, second, blind=NAMES)
         _emit(choose, " said ")
@@ -207,12 +210,11 @@ def check_options(options: Options) -> None:
     words = sorted(word for word, _ in options)
     if not words or any(w <= 0 for _, w in options):
         raise ValueError(f"empty choice or non-positive weight: {options!r}")
-    # In sorted order a prefix sorts directly before some word it prefixes.
+    # Words sharing a prefix sort next to it, so checking neighbours suffices
+    # (this also catches duplicates and an empty option).
     for a, b in zip(words, words[1:]):
         if b.startswith(a):
             raise ValueError(f"option {a!r} is a prefix of {b!r}")
-    if len(words) > 1 and "" in words:
-        raise ValueError("an empty option is a prefix of every other option")
     _CHECKED[options] = None
 
 
@@ -220,76 +222,68 @@ def _log_prob(options: Options, index: int) -> float:
     return math.log(options[index][1] / sum(w for _, w in options))
 
 
-def _blind_cost(blind: Optional[Options], word: str) -> Optional[float]:
+def _blind_cost(blind: Options, word: str) -> float:
     """-log probability of ``word`` for a reader who cannot look back."""
-    if blind is None:
-        return None
     weights = dict(blind)
     return -math.log(weights[word] / sum(weights.values()))
 
 
-class _Trace:
-    """Records the text and log-probabilities of the choices of one line."""
+class LineSample(NamedTuple):
+    """One sampled line and what the generating process knows about it."""
 
-    def __init__(self) -> None:
-        self.parts: list[str] = []
-        self.log_probs: list[float] = []
-        # Cost of the copied words with and without looking back.
-        self.copy_nats: list[float] = []
-        self.blind_nats: list[float] = []
-
-    def record(self, options: Options, index: int, blind: Optional[Options]) -> str:
-        check_options(options)
-        word = options[index][0]
-        log_p = _log_prob(options, index)
-        self.parts.append(word)
-        self.log_probs.append(log_p)
-        blind_cost = _blind_cost(blind, word)
-        if blind_cost is not None:
-            self.copy_nats.append(-log_p)
-            self.blind_nats.append(blind_cost)
-        return word
+    text: str
+    log_prob: float  # exact log-probability of the line, in nats
+    copy_extra: float  # extra nats paid by a reader who cannot look back
+    copied_chars: int  # characters that repeat a word from earlier in the line
 
 
-def sample_line(rng: random.Random) -> tuple[str, float]:
-    """Draw one line; returns (line, log-probability in nats)."""
-    line, log_p, _ = _sample_line_full(rng)
-    return line, log_p
-
-
-def _sample_line_full(rng: random.Random) -> tuple[str, float, float]:
-    trace = _Trace()
+def sample_line(rng: random.Random) -> LineSample:
+    """Draw one line by resolving each choice with ``rng``."""
+    parts: list[str] = []
+    log_probs: list[float] = []
+    extras: list[float] = []
+    copied = 0
 
     def choose(options: Options, *, steers: bool = True, blind: Optional[Options] = None) -> str:
+        nonlocal copied
+        check_options(options)
         index = 0
         if len(options) > 1:  # forced text consumes no randomness
             r = rng.randrange(sum(w for _, w in options))
             while r >= options[index][1]:
                 r -= options[index][1]
                 index += 1
-        return trace.record(options, index, blind)
+        word = options[index][0]
+        log_p = _log_prob(options, index)
+        parts.append(word)
+        log_probs.append(log_p)
+        if blind is not None:
+            extras.append(_blind_cost(blind, word) + log_p)
+            copied += len(word)
+        return word
 
     line_process(choose)
-    extra = math.fsum(trace.blind_nats) - math.fsum(trace.copy_nats)
-    return "".join(trace.parts), math.fsum(trace.log_probs), extra
+    return LineSample("".join(parts), math.fsum(log_probs), math.fsum(extras), copied)
 
 
-def _sample(rng: random.Random, num_lines: int) -> tuple[str, float, float]:
-    lines, log_probs, extras = [], [], []
-    for _ in range(num_lines):
-        line, log_p, extra = _sample_line_full(rng)
-        if len(line) - 1 > MAX_LINE_CHARS:
-            raise AssertionError(f"line too long: {line!r}")
-        lines.append(line)
-        log_probs.append(log_p)
-        extras.append(extra)
-    return "".join(lines), -math.fsum(log_probs), math.fsum(extras)
+def _sample(rng: random.Random, num_lines: int) -> tuple[str, float, float, int]:
+    """``num_lines`` lines: (text, total nats, total copy extra, copied chars)."""
+    samples = [sample_line(rng) for _ in range(num_lines)]
+    for sample in samples:
+        if len(sample.text) - 1 > MAX_LINE_CHARS:
+            raise AssertionError(f"line too long: {sample.text!r}")
+    return (
+        "".join(s.text for s in samples),
+        -math.fsum(s.log_prob for s in samples),
+        math.fsum(s.copy_extra for s in samples),
+        sum(s.copied_chars for s in samples),
+    )
 
 
 def generate(seed: int = DEFAULT_SEED, num_lines: int = 100) -> tuple[str, float]:
     """Return ``num_lines`` lines drawn with ``random.Random(seed)`` and their
     total negative log-probability in nats under the generating process."""
-    text, nll, _ = _sample(random.Random(seed), num_lines)
+    text, nll, _, _ = _sample(random.Random(seed), num_lines)
     return text, nll
 
 
@@ -378,7 +372,7 @@ def line_expectations() -> dict[str, float]:
         length += prob * math.fsum(p * len(word) for p, (word, _) in zip(probs, options))
         if pending.blind is not None:
             blind_extra += prob * math.fsum(
-                p * (_blind_cost(pending.blind, word) + math.log(p))  # type: ignore[operator]
+                p * (_blind_cost(pending.blind, word) + math.log(p))
                 for p, (word, _) in zip(probs, options)
             )
         if pending.steers:
@@ -439,8 +433,8 @@ def build(
     """Generate train and val text (val continues the same random stream) and
     the statistics that describe them."""
     rng = random.Random(seed)
-    train, train_nll, train_extra = _sample(rng, train_lines)
-    val, val_nll, val_extra = _sample(rng, val_lines)
+    train, train_nll, _, _ = _sample(rng, train_lines)
+    val, val_nll, val_extra, val_copied = _sample(rng, val_lines)
     expect = line_expectations()
     rate = expect["entropy_nats_per_line"] / expect["chars_per_line"]
     vocab = sorted(set(train) | set(val))
@@ -459,6 +453,7 @@ def build(
         "expected_entropy_nats_per_char": _round(rate),
         "expected_chars_per_line": _round(expect["chars_per_line"]),
         "expected_max_line_chars": int(expect["max_line_chars"]),
+        "val_copied_char_fraction": _round(val_copied / len(val)),
         "no_lookback_val_nats_per_char": _round((val_nll + val_extra) / len(val)),
         "expected_no_lookback_nats_per_char": _round(
             (expect["entropy_nats_per_line"] + expect["copy_extra_nats_per_line"])

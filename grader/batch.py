@@ -10,7 +10,7 @@ from typing import Any
 
 import nbformat
 
-from . import course, notebook
+from . import course, notebook, sandbox
 from .grade import _release, empty_result, grade_notebook
 
 
@@ -25,10 +25,10 @@ def submissions(folder: Path) -> list[tuple[str, str | None, Path]]:
     return found
 
 
-def _grade_one(item: tuple[str, str | None, Path]) -> dict[str, Any]:
+def _grade_one(item: tuple[str, str | None, Path], cell_timeout: int) -> dict[str, Any]:
     student, unit, path = item
     try:
-        result = grade_notebook(path, unit)
+        result = grade_notebook(path, unit, cell_timeout=cell_timeout)
     except Exception as exc:  # a grader fault must not cost the other students their grades
         result = empty_result(path, unit)
         result["error"] = f"the grader failed on this notebook: {type(exc).__name__}: {exc}"
@@ -36,11 +36,12 @@ def _grade_one(item: tuple[str, str | None, Path]) -> dict[str, Any]:
     return result
 
 
-def grade_folder(folder: Path, course_root: Path, jobs: int = 2) -> list[dict[str, Any]]:
+def grade_folder(folder: Path, course_root: Path, jobs: int = 2,
+                 cell_timeout: int = sandbox.CELL_TIMEOUT) -> list[dict[str, Any]]:
     """Grade every submission, record the grades and write feedback; returns the results."""
     items = submissions(Path(folder))
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-        results = list(pool.map(_grade_one, items))
+        results = list(pool.map(lambda item: _grade_one(item, cell_timeout), items))
     record(results, Path(course_root))
     return results
 
@@ -130,7 +131,8 @@ def table(results: list[dict[str, Any]]) -> str:
         row = s.ljust(width)
         for u in units:
             r = cell.get((s, u))
-            row += f"  {(f'{r['score']:g}/{r['max_score']:g}' if r else '-'):>16}"
+            score = f"{r['score']:g}/{r['max_score']:g}" if r else "-"
+            row += f"  {score:>16}"
             if r and (r["error"] or r["flags"]):
                 notes.append(f"{s} / {u}: " + "; ".join(filter(None, [r["error"], *r["flags"]])))
         lines.append(row)

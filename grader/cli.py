@@ -30,7 +30,7 @@ def _grade(args) -> int:
     if path.is_file():
         from .grade import grade_notebook
 
-        result = grade_notebook(path, args.unit)
+        result = grade_notebook(path, args.unit, cell_timeout=args.cell_timeout)
         result.pop("executed", None)
         if args.json:
             print(json.dumps(result, indent=2))
@@ -40,7 +40,7 @@ def _grade(args) -> int:
     from .batch import grade_folder, table
 
     course_root = Path(args.course_dir) if args.course_dir else path.resolve().parent
-    results = grade_folder(path, course_root, jobs=args.jobs)
+    results = grade_folder(path, course_root, jobs=args.jobs, cell_timeout=args.cell_timeout)
     for result in results:
         result.pop("executed", None)
     if args.json:
@@ -87,6 +87,7 @@ def main(argv: list[str] | None = None) -> int:
                                         "(default: the folder that holds PATH)")
     p.add_argument("--jobs", type=int, default=2, help="notebooks graded at once (default: 2)")
     p.add_argument("--plot", help="also save a class report plot to this PNG file")
+    p.add_argument("--cell-timeout", type=int, default=60, help="seconds a cell may run (default: 60)")
     p.set_defaults(func=_grade)
 
     args = parser.parse_args(argv)

@@ -214,6 +214,33 @@ def _judge_float(got, want, mistakes, tol):
     return f"expected about {want:.4g}, got {got:.4g}"
 
 
+def _judge_frequencies(got, want, mistakes, tol):
+    """Sampling checks: `got` counts how often each token was drawn (shape (..., V)), `want`
+    holds the true probabilities. Passes when every token with probability 0 was never drawn
+    and the total variation distance between frequencies and probabilities is at most `tol`."""
+    if error_message(got):
+        return error_message(got)
+    if not isinstance(got, torch.Tensor) or _shape(got) != _shape(want):
+        return f"expected counts of shape {_shape(want)}, got {describe(got)}"
+    freq = got.double() / got.double().sum(-1, keepdim=True).clamp_min(1)
+    for message, value in (mistakes or {}).items():
+        if _shape(value) == _shape(want) and _tv(freq, value) <= tol and _tv(value, want) > 2 * tol:
+            return message
+    drawn_impossible = (got > 0) & (want == 0)
+    if drawn_impossible.any():
+        token = drawn_impossible.nonzero()[0].tolist()
+        return f"token {token[-1]} was sampled although it should have been filtered out (probability 0)"
+    distance = _tv(freq, want)
+    if distance > tol:
+        return f"the sampled frequencies are far from the expected probabilities (total variation {distance:.3f})"
+    return None
+
+
+def _tv(p: torch.Tensor, q: torch.Tensor) -> float:
+    """Largest total variation distance between two (batches of) distributions."""
+    return (0.5 * (p.double() - q.double()).abs().sum(-1)).max().item()
+
+
 def _pick(mistakes: dict[str, Any] | None, i: int) -> dict[str, Any]:
     """Mistakes for the i-th part of a tuple result: a mistake value may itself be a tuple."""
     out = {}
@@ -238,4 +265,5 @@ JUDGES: dict[str, Callable[[Any, Any, dict | None, float], str | None]] = {
     "tuple": _judge_tuple,
     "exact": _judge_exact,
     "float": _judge_float,
+    "frequencies": _judge_frequencies,
 }

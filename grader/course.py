@@ -34,6 +34,7 @@ def nbgrader_api(course_root: Path | None = None, release_dir: Path | None = Non
     config = PyFileConfigLoader(CONFIG_FILE.name, path=str(ROOT)).load_config()
     if course_root is not None:
         course_root = Path(course_root).resolve()
+        course_root.mkdir(parents=True, exist_ok=True)
         config.CourseDirectory.root = str(course_root)
         config.CourseDirectory.source_directory = str(SOLUTIONS)
         config.CourseDirectory.release_directory = str(NOTEBOOKS)

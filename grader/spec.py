@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import threading
 import warnings
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
@@ -181,6 +182,7 @@ def _plain_mistakes(mistakes: dict[str, Any] | None) -> dict[str, Any] | None:
 # --- running specs ---------------------------------------------------------------------------
 
 _collecting: list[Spec] | None = None
+_collect_lock = threading.Lock()  # the grader collects from several threads
 
 
 def evaluate(spec: Spec, call: Callable[..., Any] | None = None) -> str | None:
@@ -203,13 +205,14 @@ def run(*specs: Spec) -> None:
 def collect(source: str) -> list[Spec]:
     """The specs a hidden-test source defines, without running any learner code."""
     global _collecting
-    _collecting = []
-    try:
-        with quiet():
-            exec(compile(source, "<hidden checks>", "exec"), {"__name__": "hidden_checks"})
-        return _collecting
-    finally:
-        _collecting = None
+    with _collect_lock:
+        _collecting = []
+        try:
+            with quiet():
+                exec(compile(source, "<hidden checks>", "exec"), {"__name__": "hidden_checks"})
+            return _collecting
+        finally:
+            _collecting = None
 
 
 def learner_side_source(source: str, spec: Spec) -> str:
@@ -238,16 +241,17 @@ def load_params(module: torch.nn.Module, state: dict[str, torch.Tensor]) -> torc
         missing = sorted(set(expected) - set(found))
         extra = sorted(set(found) - set(expected))
         wrong = sorted(n for n in set(found) & set(expected) if found[n] != expected[n])
-        lines = ["the module's parameters do not match the names and shapes the exercise asks for."]
+        parts = []
         if missing:
-            lines.append("missing: " + ", ".join(f"{n} {expected[n]}" for n in missing))
+            parts.append("missing: " + ", ".join(f"{n} {expected[n]}" for n in missing))
         if extra:
-            lines.append("unexpected: " + ", ".join(f"{n} {found[n]}" for n in extra)
-                         + " (a mask belongs in register_buffer, not in nn.Parameter)")
+            hint = " (a mask belongs in register_buffer, not nn.Parameter)" if any("mask" in n for n in extra) else ""
+            parts.append("unexpected: " + ", ".join(f"{n} {found[n]}" for n in extra) + hint)
         if wrong:
-            lines.append("wrong shape: " + ", ".join(f"{n} is {found[n]}, expected {expected[n]}" for n in wrong))
-        lines.append("expected: " + ", ".join(f"{n} {s}" for n, s in expected.items()))
-        raise ValueError(" ".join(lines))
+            parts.append("wrong shape: " + ", ".join(f"{n} is {found[n]}, expected {expected[n]}" for n in wrong))
+        parts.append("the exercise asks for: " + ", ".join(f"{n} {s}" for n, s in expected.items()))
+        raise ValueError("the module's parameter names or shapes are not the ones the exercise asks for; "
+                         + "; ".join(parts))
     params = dict(module.named_parameters())
     with torch.no_grad():
         for name, value in state.items():

@@ -1,0 +1,63 @@
+"""Through real nbgrader autograding: every reference solution earns full marks and every blank
+student notebook zero; `python -m grader grade --json` gives the same points."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from grader import course, notebook
+from reference import student_notebook
+
+
+def nbgrader_autograde(unit: str, notebooks: dict[str, object], course_root: Path) -> dict[str, dict[str, float]]:
+    """Autograde each student's notebook with nbgrader's API and the shipped config;
+    returns {student: {grade_id: points}}."""
+    from nbgrader.api import Gradebook
+
+    api = course.nbgrader_api(course_root, release_dir=course_root / "release")
+    assert api.generate_assignment(unit, force=True)["success"]
+    scores = {}
+    for student, nb in notebooks.items():
+        target = course_root / "submitted" / student / unit / f"{unit}.ipynb"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        nbformat.write(nb, target)
+        outcome = api.autograde(unit, student, force=True)
+        assert outcome["success"], outcome["log"][-3000:]
+    with Gradebook(api.coursedir.db_url) as gb:
+        for student in notebooks:
+            submission = gb.find_submission_notebook(unit, unit, student)
+            scores[student] = {g.name: g.score for g in submission.grades}
+    return scores
+
+
+def grader_json(path: Path) -> dict:
+    out = subprocess.run([sys.executable, "-m", "grader", "grade", str(path), "--json"],
+                         capture_output=True, text=True, timeout=900, cwd=course.ROOT)
+    assert out.returncode == 0, out.stderr[-3000:]
+    return json.loads(out.stdout)
+
+
+@pytest.mark.parametrize("unit", course.units())
+def test_reference_full_blank_zero_and_grader_agrees_with_nbgrader(unit, tmp_path):
+    notebooks = {"reference": student_notebook(unit), "blank": notebook.read(course.release_notebook(unit))}
+    nbgrader_scores = nbgrader_autograde(unit, notebooks, tmp_path / "course")
+    exercises = notebook.exercises(notebook.read(course.source_notebook(unit)))
+    full = {e.grade_id: e.points for e in exercises}
+
+    assert nbgrader_scores["reference"] == full, "the reference solution must earn full marks"
+    assert nbgrader_scores["blank"] == {gid: 0 for gid in full}, "a blank notebook must earn zero"
+
+    for student, nb in notebooks.items():
+        path = tmp_path / f"{student}.ipynb"
+        nbformat.write(nb, path)
+        result = grader_json(path)
+        assert result["unit"] == unit and result["error"] is None, result
+        assert {e["grade_id"]: e["points"] for e in result["exercises"]} == nbgrader_scores[student]
+        assert result["max_score"] == sum(full.values())
+        if student == "blank":
+            assert all("not written yet" in e["feedback"] for e in result["exercises"]), result

@@ -1,0 +1,92 @@
+"""The self-check library says what is wrong, in learner terms, on deliberately wrong values."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from grader.compare import JUDGES, close, tensor_message
+from grader.spec import load_params, to_plain
+
+WANT = torch.tensor([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]])
+
+
+def test_right_values_pass_within_float32_error():
+    assert tensor_message(WANT + 1e-6, WANT) is None
+    assert tensor_message(WANT + 1e-3, WANT) is not None
+
+
+@pytest.mark.parametrize("got,expected", [
+    (WANT.sum(), "expected shape (2, 3), got ()"),
+    (WANT[None], "an extra dimension"),
+    (WANT[0], "a dimension is missing"),
+    (WANT.T, "the last two dimensions are swapped"),
+    (WANT.clone().fill_(float("nan")), "contains NaN"),
+    (torch.full_like(WANT, float("inf")), "contains inf"),
+    (WANT.tolist(), "expected a tensor"),
+    ("text", "expected a tensor"),
+    (WANT.bool(), "floating-point"),
+    ({"__error__": "NotImplementedError"}, "not written yet"),
+    ({"__error__": "RuntimeError: shapes do not match"}, "it raised RuntimeError: shapes do not match"),
+])
+def test_wrong_values_get_a_message_naming_the_problem(got, expected):
+    assert expected in tensor_message(got, WANT)
+
+
+def test_transposed_square_result_and_the_rows_that_differ_are_named():
+    square = torch.arange(9.0).reshape(3, 3)
+    assert "transposed" in tensor_message(square.T, square)
+    wrong = square.clone()
+    wrong[1] += 1
+    assert "rows [1] differ" in tensor_message(wrong, square)
+
+
+def test_known_mistakes_are_named_and_never_shadow_the_right_answer():
+    mistakes = {"you computed cosine similarity": WANT / 10}
+    assert tensor_message(WANT / 10, WANT, mistakes) == "you computed cosine similarity"
+    # A "mistake" that happens to equal the right answer on this input is not reported.
+    assert tensor_message(WANT, WANT, {"same as the answer": WANT.clone()}) is None
+
+
+def test_number_judge_accepts_python_numbers_and_0d_tensors_only():
+    want = torch.tensor(2.5, dtype=torch.float64)
+    assert JUDGES["number"](2.5, want, None, 256) is None
+    assert JUDGES["number"](torch.tensor(2.5), want, None, 256) is None
+    assert "expected a torch tensor" in JUDGES["tensor"](2.5, want, None, 256)
+
+
+def test_tuple_numpy_float_and_frequency_judges():
+    assert "part 1" in JUDGES["tuple"]((WANT, WANT + 1), (WANT, WANT), None, 256)
+    assert "tuple of 2" in JUDGES["tuple"](WANT, (WANT, WANT), None, 256)
+    assert "NumPy array" in JUDGES["numpy"](WANT, {"__ndarray__": WANT}, None, 256)
+    assert "use .item()" in JUDGES["float"](torch.tensor(1.0), 1.0, None, 0.1)
+    probs = torch.tensor([0.5, 0.5, 0.0])
+    assert JUDGES["frequencies"](torch.tensor([480, 520, 0]), probs, None, 0.05) is None
+    assert "should have been filtered out" in JUDGES["frequencies"](torch.tensor([480, 510, 10]), probs, None, 0.05)
+
+
+def test_close_treats_matching_infinities_and_nans_as_equal():
+    a = torch.tensor([float("-inf"), 1.0, float("nan")])
+    assert close(a, a.clone())
+    assert not close(a, torch.tensor([0.0, 1.0, float("nan")]))
+
+
+def test_to_plain_strips_tensor_subclasses_and_refuses_strange_objects():
+    class Sneaky(torch.Tensor):
+        pass
+
+    sneaky = torch.ones(2).as_subclass(Sneaky)
+    assert type(to_plain(sneaky)) is torch.Tensor
+
+    class Always:
+        def __eq__(self, other):
+            return True
+
+    assert "__error__" in to_plain(Always())
+
+
+def test_load_params_lists_expected_and_found_names():
+    module = torch.nn.Linear(3, 2)
+    with pytest.raises(ValueError) as info:
+        load_params(module, {"W.weight": torch.zeros(2, 3)})
+    text = str(info.value)
+    assert "missing: W.weight (2, 3)" in text and "unexpected: bias (2,), weight (2, 3)" in text and "register_buffer" not in text

@@ -1,0 +1,140 @@
+"""`python -m grader grade` on a class folder with honest, wrong, broken and hostile
+submissions: every student is graded, nobody's verdict can be forged, nothing stops the batch."""
+from __future__ import annotations
+
+import copy
+import csv
+import json
+import subprocess
+import sys
+
+import nbformat
+import pytest
+
+from grader import course, notebook
+from reference import answers, student_notebook
+
+UNIT = "01_dot_product"
+FULL = 5.0
+
+
+def _with_answer(gid_suffix: str, code: str):
+    fill = answers(UNIT)
+    fill[f"u01_{gid_suffix}"] = code
+    return student_notebook(UNIT, fill)
+
+
+def _submissions():
+    subs = {"honest": student_notebook(UNIT)}
+    subs["cosine"] = _with_answer("dot_product", "def dot_product(a, b):\n    return (a * b).sum() / (a.norm() * b.norm())")
+    # Turns every later cell into `pass`: full marks under plain nbgrader.
+    subs["transformer"] = _with_answer("dot_product", "def dot_product(a, b):\n    return a.sum()\n"
+                                       "get_ipython().input_transformers_post.append(lambda lines: ['pass\\n'])")
+    # Always-equal objects and a patched torch.allclose.
+    subs["patcher"] = _with_answer("dot_product", "import torch\ntorch.allclose = lambda *a, **k: True\n"
+                                   "class Same:\n    def __eq__(self, other):\n        return True\n"
+                                   "def dot_product(a, b):\n    return Same()")
+    # Makes the grader's own save write a pickle that would run code when loaded.
+    subs["forger"] = _with_answer("dot_product", "import pickle, torch\nclass Evil:\n"
+                                  "    def __reduce__(self):\n        return (print, ('pwned',))\n"
+                                  "torch.save = lambda obj, f, *a, **k: open(f, 'wb').write(pickle.dumps([Evil()]))\n"
+                                  "def dot_product(a, b):\n    return (a * b).sum()")
+    subs["exits"] = _with_answer("similarity_matrix", "import os\nos._exit(1)")
+    subs["loops"] = _with_answer("dot_product", "def dot_product(a, b):\n    while True:\n        pass")
+    copied = student_notebook(UNIT)
+    test_cell = next(c for c in copied.cells if notebook.grade_id(c) == "u01_dot_product_check")
+    copied.cells.append(copy.deepcopy(test_cell))
+    copied.metadata["kernelspec"] = {"name": "evil", "display_name": "evil", "language": "python"}
+    subs["copied"] = copied
+    deleted = student_notebook(UNIT)
+    deleted.cells = [c for c in deleted.cells if notebook.grade_id(c) != "u01_similarity_matrix_check"]
+    subs["deleted"] = deleted
+    return subs
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory):
+    root = tmp_path_factory.mktemp("class")
+    for student, nb in _submissions().items():
+        path = root / "submitted" / student / UNIT / f"{UNIT}.ipynb"
+        path.parent.mkdir(parents=True)
+        nbformat.write(nb, path)
+    broken = root / "submitted" / "broken" / UNIT / f"{UNIT}.ipynb"
+    broken.parent.mkdir(parents=True)
+    broken.write_text('{"cells": [ this is not json')
+    out = subprocess.run([sys.executable, "-m", "grader", "grade", str(root / "submitted"), "--json",
+                          "--course-dir", str(root), "--cell-timeout", "8", "--plot", str(root / "class.png")],
+                         capture_output=True, text=True, timeout=900, cwd=course.ROOT)
+    assert out.returncode == 0, out.stderr[-3000:]
+    results = {r["student"]: r for r in json.loads(out.stdout.split("\nplot:")[0])}
+    return root, results
+
+
+def _feedback(result, name):
+    return next(e["feedback"] for e in result["exercises"] if name in e["names"])
+
+
+def test_every_student_is_graded(graded):
+    _, results = graded
+    assert set(results) == set(_submissions()) | {"broken"}
+
+
+def test_honest_full_marks_and_a_named_mistake(graded):
+    _, results = graded
+    assert results["honest"]["score"] == FULL
+    assert results["cosine"]["score"] == FULL - 1
+    assert "cosine similarity" in _feedback(results["cosine"], "dot_product")
+
+
+@pytest.mark.parametrize("student", ["transformer", "patcher", "forger"])
+def test_forged_verdicts_do_not_pay(graded, student):
+    _, results = graded
+    assert _feedback(results[student], "dot_product") != "passed"
+    assert results[student]["score"] <= FULL - 1
+
+
+def test_forger_cannot_run_code_in_the_grader(graded):
+    _, results = graded
+    assert "read back" in _feedback(results["forger"], "dot_product")
+
+
+def test_a_dying_kernel_keeps_the_earlier_grades(graded):
+    _, results = graded
+    result = results["exits"]
+    assert result["score"] == 2.0  # exercises 1 and 2 ran before the kernel died
+    assert any("kernel died" in f for f in result["flags"])
+
+
+def test_an_endless_loop_costs_only_its_exercise(graded):
+    _, results = graded
+    result = results["loops"]
+    assert result["score"] == FULL - 1
+    assert "did not finish" in _feedback(result, "dot_product")
+
+
+def test_copied_or_deleted_cells_and_foreign_kernels_are_flagged_not_fatal(graded):
+    _, results = graded
+    assert results["copied"]["score"] == FULL
+    flags = " ".join(results["copied"]["flags"])
+    assert "2 cells with grade_id 'u01_dot_product_check'" in flags and "'evil'" in flags
+    assert results["deleted"]["score"] == FULL
+    assert "deleted" in " ".join(results["deleted"]["flags"])
+
+
+def test_a_broken_file_is_reported(graded):
+    _, results = graded
+    assert results["broken"]["score"] == 0 and "not a readable notebook" in results["broken"]["error"]
+
+
+def test_gradebook_csv_feedback_and_plot(graded):
+    from nbgrader.api import Gradebook
+
+    root, results = graded
+    with Gradebook(f"sqlite:///{root / 'gradebook.db'}") as gb:
+        for student, result in results.items():
+            assert gb.find_submission(UNIT, student).score == result["score"]
+    rows = {r["student_id"]: float(r["score"]) for r in csv.DictReader(open(root / "grades.csv"))}
+    assert rows["honest"] == FULL and rows["cosine"] == FULL - 1
+    report = (root / "feedback" / "cosine" / UNIT / f"{UNIT}.html").read_text()
+    assert "cosine similarity" in report and "BEGIN HIDDEN TESTS" not in report and "dot_product_oracle" not in report
+    assert (root / "class.png").stat().st_size > 1000

@@ -1,0 +1,44 @@
+"""notebooks/ and the self-check fixtures are generated from solutions/ and kept in sync."""
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from grader import course, notebook
+from grader.release import release
+
+
+def test_student_notebooks_and_fixtures_are_in_sync_with_the_solutions():
+    assert release(check=True) == []
+
+
+@pytest.mark.parametrize("unit", course.units())
+def test_student_notebook_has_no_solutions_or_hidden_tests(unit):
+    text = course.release_notebook(unit).read_text(encoding="utf-8")
+    assert not re.search(r"(BEGIN|END) (SOLUTION|HIDDEN TESTS)", text)
+    nb = notebook.read(course.release_notebook(unit))
+    answers = [c for c in nb.cells if notebook.is_answer(c)]
+    assert answers and all("raise NotImplementedError()" in c.source for c in answers)
+
+
+@pytest.mark.parametrize("unit", course.units())
+def test_every_exercise_has_points_a_self_check_and_hidden_specs(unit):
+    from grader.spec import collect
+
+    exercises = notebook.exercises(notebook.read(course.source_notebook(unit)))
+    assert exercises
+    for exercise in exercises:
+        assert exercise.points > 0, exercise.grade_id
+        assert exercise.answer_ids, f"{exercise.grade_id} grades no answer cell"
+        assert "check(" in exercise.visible, f"{exercise.grade_id} has no self-check"
+        assert collect(exercise.hidden), f"{exercise.grade_id} has no hidden specification"
+
+
+def test_fixtures_hold_no_code_but_the_calls():
+    """The learner-importable fixtures carry expected values and `call` functions only."""
+    for path in (course.ROOT / "grader" / "fixtures").glob("*.json"):
+        for name, entry in json.loads(path.read_text()).items():
+            defs = re.findall(r"^def (\w+)", entry["call_source"], re.M)
+            assert defs == [entry["call_name"]], f"{path.name}:{name} ships more than its call: {defs}"

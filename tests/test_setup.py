@@ -1,0 +1,52 @@
+"""The set-up: one dependency list in two formats, and the README's two commands."""
+from __future__ import annotations
+
+import re
+import tomllib
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _pip_section_of_environment_yml() -> list[str]:
+    lines = (ROOT / "environment.yml").read_text().splitlines()
+    start = next(i for i, line in enumerate(lines) if line.strip() == "- pip:")
+    out = []
+    for line in lines[start + 1:]:
+        match = re.match(r"^\s+- (\S.*)$", line)
+        if not match:
+            break
+        out.append(match.group(1).strip())
+    return out
+
+
+def _normalise(requirements: list[str]) -> set[str]:
+    return {re.sub(r"\s+", "", r).lower().replace("_", "-") for r in requirements}
+
+
+def test_environment_yml_lists_the_same_packages_as_pyproject():
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    wanted = project["dependencies"] + project["optional-dependencies"]["test"]
+    assert _normalise(_pip_section_of_environment_yml()) == _normalise(wanted)
+
+
+def test_environment_yml_pins_the_python_the_course_needs():
+    text = (ROOT / "environment.yml").read_text()
+    assert "python=3.11" in text
+    assert tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["requires-python"] == ">=3.11"
+
+
+def test_readme_gives_the_two_commands_and_ci_runs_the_test_one():
+    readme = (ROOT / "README.md").read_text()
+    assert "./course lab" in readme and "./course test" in readme
+    assert "./course test" in (ROOT / ".ci" / "run").read_text()
+
+
+def test_every_unit_has_a_source_and_a_student_notebook():
+    from grader import course
+
+    units = course.units()
+    assert units, "no units in solutions/"
+    for unit in units:
+        assert course.source_notebook(unit).exists()
+        assert course.release_notebook(unit).exists(), f"run python -m grader release for {unit}"
