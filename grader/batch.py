@@ -102,7 +102,7 @@ def _write_autograded(result: dict[str, Any], path: Path) -> None:
     source_cells = executed.cells if executed is not None else copy.deepcopy(release.cells)
     release_meta = {notebook.grade_id(c): c.metadata for c in release.cells if notebook.grade_id(c)}
     for cell in source_cells:
-        if cell.cell_type == "code" and cell.source.startswith("import grader.harness"):
+        if "calls" in cell.get("metadata", {}).get("grader", {}):
             continue  # the grader's own calls
         cell = copy.deepcopy(cell)
         gid = cell.get("metadata", {}).get("grader", {}).get("visible") or notebook.grade_id(cell)

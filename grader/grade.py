@@ -87,7 +87,7 @@ def grade_notebook(path: Path, unit: str | None = None, cell_timeout: int = sand
         if outcome.problem:
             result["flags"].append(outcome.problem)
         for entry in result["exercises"]:
-            messages = _judge(entry["grade_id"], unit, jobs, outcome, Path(tmp))
+            messages = _judge(entry["grade_id"], unit, jobs, outcome)
             entry["passed"] = not messages
             entry["points"] = entry["max_points"] if entry["passed"] else 0.0
             entry["feedback"] = "passed" if entry["passed"] else messages[0]
@@ -115,6 +115,7 @@ def _build(nb, unit: str, workdir: Path):
             calls.append(f"_grader_harness.run_calls({source!r}, {spec.call.__name__!r}, "
                          f"{inputs.name!r}, {outputs.name!r}, globals())")
         harness = nbformat.v4.new_code_cell("import grader.harness as _grader_harness\n" + "\n".join(calls))
+        harness.metadata["grader"] = {"calls": gid}
         return [visible, harness]
 
     for cell in nb.cells:
@@ -138,7 +139,7 @@ def _build(nb, unit: str, workdir: Path):
     return run, jobs
 
 
-def _judge(gid: str, unit: str, jobs, outcome, workdir: Path) -> list[str]:
+def _judge(gid: str, unit: str, jobs, outcome) -> list[str]:
     """The failure messages of one exercise, decided here from plain data."""
     messages = []
     for k, _ in enumerate(_specs(unit, gid)):
@@ -153,21 +154,28 @@ def _judge(gid: str, unit: str, jobs, outcome, workdir: Path) -> list[str]:
         if message:
             messages.append(message)
         elif len(results) < len(cases):
-            reason = _unfinished(outputs, workdir, outcome)
+            reason = _unfinished(outputs, outcome, _cell(outcome.executed, "calls", gid))
             messages.append(f"{spec.name} ({cases[len(results)].label}): did not finish — {reason}")
-    visible = next((c for c in outcome.executed.cells if c.get("metadata", {}).get("grader", {}).get("visible") == gid),
-                   None)
-    error = _error_of(visible)
+    error = _error_of(_cell(outcome.executed, "visible", gid))
     if error:
         messages.append(f"the self-check failed: {error}")
     return messages
 
 
-def _unfinished(outputs: Path, workdir: Path, outcome) -> str:
+def _cell(executed, role: str, gid: str):
+    """The grader's own cell of one exercise in the executed notebook: "visible" or "calls"."""
+    return next((c for c in executed.cells if c.get("metadata", {}).get("grader", {}).get(role) == gid), None)
+
+
+def _unfinished(outputs: Path, outcome, calls_cell) -> str:
+    """Why the calls of a check left no (or too few) results."""
     progress = outputs.with_suffix(".progress")
     if progress.exists() and progress.read_text():
         return outcome.problem or "it ran too long or stopped the kernel"
-    return outcome.problem or "the check did not run (the cells before it stopped the notebook?)"
+    error = _error_of(calls_cell)
+    if error and not error.startswith("not reached"):
+        return f"the notebook's state broke the check ({error}); run it top to bottom and fix the first error"
+    return outcome.problem or "the check was not reached (an earlier cell stopped the notebook)"
 
 
 def _error_of(cell) -> str | None:

@@ -63,7 +63,7 @@ def graded(tmp_path_factory):
     broken.parent.mkdir(parents=True)
     broken.write_text('{"cells": [ this is not json')
     out = subprocess.run([sys.executable, "-m", "grader", "grade", str(root / "submitted"), "--json",
-                          "--course-dir", str(root), "--cell-timeout", "8", "--plot", str(root / "class.png")],
+                          "--course-dir", str(root), "--cell-timeout", "30", "--plot", str(root / "class.png")],
                          capture_output=True, text=True, timeout=900, cwd=course.ROOT)
     assert out.returncode == 0, out.stderr[-3000:]
     results = {r["student"]: r for r in json.loads(out.stdout.split("\nplot:")[0])}
