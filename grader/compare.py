@@ -172,6 +172,8 @@ def _judge_number(got, want, mistakes, tol):
 
 def _judge_numpy(got, want, mistakes, tol):
     """NumPy results: a tuple of arrays, or one array."""
+    if error_message(got):
+        return error_message(got)
     if isinstance(want, tuple):
         if not isinstance(got, (tuple, list)) or len(got) != len(want):
             return f"expected a tuple of {len(want)} NumPy arrays, got {describe(got)}"

@@ -114,7 +114,7 @@ def sanitize(x: Any, depth: int = 0) -> Any:
 
 def error_value(exc: BaseException) -> dict:
     text = str(exc).strip().splitlines()
-    return {"__error__": f"{type(exc).__name__}: {text[0][:300] if text else ''}".rstrip(": ")}
+    return {"__error__": f"{type(exc).__name__}: {text[0][:600] if text else ''}".rstrip(": ")}
 
 
 def clone_args(value: Any) -> Any:
