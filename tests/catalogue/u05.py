@@ -1,0 +1,367 @@
+"""Unit 05 — causal masking."""
+from . import Alternative, Mistake
+
+UNIT = "05_causal_masking"
+
+M = "u05_causal_mask"
+W = "u05_causal_attention_weights"
+R = "u05_renormalize_after_mask"
+C = "u05_causal_attention"
+I = "u05_is_causal"
+P = "u05_padding_mask"
+
+# A CausalAttention written from parts, with one line changed by each mistake below.
+_CA = """
+class CausalAttention(nn.Module):
+    def __init__(self, d_in, d_out, context_length, dropout, qkv_bias=False):
+        super().__init__()
+        self.W_query = nn.Linear(d_in, d_out, bias=qkv_bias)
+        self.W_key = nn.Linear(d_in, d_out, bias=qkv_bias)
+        self.W_value = nn.Linear(d_in, d_out, bias=qkv_bias)
+        self.dropout = nn.Dropout(dropout)
+        {mask_line}
+
+    def forward(self, x):
+        b, num_tokens, _ = x.shape
+        q, k, v = self.W_query(x), self.W_key(x), self.W_value(x)
+        scores = q @ k.transpose(1, 2){scale}
+        {drop_scores}scores = scores.masked_fill({mask_use}, {fill})
+        weights = {weights}
+        out = weights @ v
+        return {out}
+"""
+
+
+def _ca(mask_line="self.register_buffer('mask', torch.triu(torch.ones(context_length, context_length), diagonal=1))",
+        mask_use="self.mask.bool()[:num_tokens, :num_tokens]", fill='float("-inf")',
+        scale=" / k.shape[-1] ** 0.5", drop_scores="", weights="self.dropout(torch.softmax(scores, dim=-1))",
+        out="out"):
+    return _CA.format(mask_line=mask_line, mask_use=mask_use, fill=fill, scale=scale, drop_scores=drop_scores,
+                      weights=weights, out=out)
+
+
+# An is_causal written from parts: the correct probe, with one part changed by each mistake below.
+_IC = """
+def is_causal(module, num_tokens, d_in, trials=3):
+    was_training = module.training
+    {to_eval}
+    verdict = True
+    with torch.no_grad():
+        for _ in range(trials):
+            x = torch.randn(2, num_tokens, d_in)
+            base = module(x)
+            for t in {positions}:
+                changed = x.clone()
+                changed[:, {changed}] = torch.randn_like(changed[:, {changed}])
+                if not {compare}:
+                    verdict = False
+    {restore}
+    return verdict
+"""
+
+
+def _ic(to_eval="module.eval()", positions="range(num_tokens - 1)", changed="t + 1:",
+        compare="torch.allclose(module(changed)[:, :t + 1], base[:, :t + 1], rtol=1e-5, atol=1e-5)",
+        restore="module.train(was_training)"):
+    return _IC.format(to_eval=to_eval, positions=positions, changed=changed, compare=compare, restore=restore)
+
+
+MISTAKES = [
+    # --- causal_mask
+    Mistake("mask inverted (tril as blocked)", M, """
+def causal_mask(num_tokens, device=None):
+    return torch.tril(torch.ones(num_tokens, num_tokens, dtype=torch.bool, device=device))
+""", "your mask is inverted"),
+    Mistake("diagonal masked (triu with diagonal=0)", M, """
+def causal_mask(num_tokens, device=None):
+    return torch.triu(torch.ones(num_tokens, num_tokens, dtype=torch.bool, device=device))
+""", "also blocked the diagonal"),
+    Mistake("past masked (tril with diagonal=-1)", M, """
+def causal_mask(num_tokens, device=None):
+    return torch.tril(torch.ones(num_tokens, num_tokens, dtype=torch.bool, device=device), diagonal=-1)
+""", "blocked the past"),
+    Mistake("float mask instead of bool", M, """
+def causal_mask(num_tokens, device=None):
+    return torch.triu(torch.ones(num_tokens, num_tokens, device=device), diagonal=1)
+""", "return a boolean tensor"),
+    # --- causal_attention_weights
+    Mistake("softmax without any mask", W, """
+def causal_attention_weights(scores):
+    return torch.softmax(scores, dim=-1)
+""", "without the causal mask"),
+    Mistake("mask inverted (tril as blocked)", W, """
+def causal_attention_weights(scores):
+    T = scores.shape[-1]
+    return torch.softmax(scores.masked_fill(torch.tril(torch.ones(T, T, dtype=torch.bool)), float("-inf")), dim=-1)
+""", "your mask is inverted"),
+    Mistake("diagonal masked (triu with diagonal=0)", W, """
+def causal_attention_weights(scores):
+    T = scores.shape[-1]
+    return torch.softmax(scores.masked_fill(torch.triu(torch.ones(T, T, dtype=torch.bool)), float("-inf")), dim=-1)
+""", "also blocked the diagonal"),
+    Mistake("0 instead of -inf (masked_fill(mask, 0))", W, """
+def causal_attention_weights(scores):
+    return torch.softmax(scores.masked_fill(causal_mask(scores.shape[-1]), 0), dim=-1)
+""", "filled the blocked scores with 0"),
+    Mistake("fill value -1e4, too small for large scores", W, """
+def causal_attention_weights(scores):
+    return torch.softmax(scores.masked_fill(causal_mask(scores.shape[-1]), -1e4), dim=-1)
+""", "not negative enough"),
+    Mistake("masking after the softmax without renormalising", W, """
+def causal_attention_weights(scores):
+    return torch.softmax(scores, dim=-1).masked_fill(causal_mask(scores.shape[-1]), 0.0)
+""", "without renormalising"),
+    Mistake("softmax over the wrong dimension", W, """
+def causal_attention_weights(scores):
+    return torch.softmax(scores.masked_fill(causal_mask(scores.shape[-1]), float("-inf")), dim=-2)
+""", "wrong dimension"),
+    Mistake("scores scaled a second time", W, """
+def causal_attention_weights(scores):
+    T = scores.shape[-1]
+    return torch.softmax((scores / T ** 0.5).masked_fill(causal_mask(T), float("-inf")), dim=-1)
+""", "scaled the scores again"),
+    # --- renormalize_after_mask
+    Mistake("masked but not renormalised", R, """
+def renormalize_after_mask(weights):
+    return weights.masked_fill(causal_mask(weights.shape[-1]), 0.0)
+""", "did not renormalise"),
+    Mistake("softmax applied again instead of dividing by the row sum", R, """
+def renormalize_after_mask(weights):
+    return torch.softmax(weights.masked_fill(causal_mask(weights.shape[-1]), float("-inf")), dim=-1)
+""", "applied a softmax again"),
+    Mistake("renormalised by the column sums", R, """
+def renormalize_after_mask(weights):
+    kept = weights.masked_fill(causal_mask(weights.shape[-1]), 0.0)
+    return kept / kept.sum(dim=-2, keepdim=True)
+""", "column sums"),
+    Mistake("renormalised without masking", R, """
+def renormalize_after_mask(weights):
+    return weights / weights.sum(dim=-1, keepdim=True)
+""", "returned the weights unchanged"),
+    Mistake("mask inverted (tril zeroed)", R, """
+def renormalize_after_mask(weights):
+    kept = torch.triu(weights, diagonal=1)
+    return kept / kept.sum(dim=-1, keepdim=True)
+""", "your mask is inverted"),
+    # --- CausalAttention
+    Mistake("no mask at all", C, _ca(mask_use="torch.zeros_like(scores, dtype=torch.bool)"),
+            "did not mask the future"),
+    Mistake("mask inverted (tril as blocked)", C,
+            _ca(mask_line="self.register_buffer('mask', torch.tril(torch.ones(context_length, context_length)))"),
+            "your mask is inverted"),
+    Mistake("diagonal masked (triu with diagonal=0)", C,
+            _ca(mask_line="self.register_buffer('mask', torch.triu(torch.ones(context_length, context_length)))"),
+            "also blocked the diagonal"),
+    Mistake("0 instead of -inf (masked_fill(mask, 0))", C, _ca(fill="0.0"), "filled the blocked scores with 0"),
+    Mistake("mask not sliced to the batch length", C, _ca(mask_use="self.mask.bool()"),
+            "slice the mask to the number of tokens"),
+    Mistake("dropout applied before softmax", C,
+            _ca(drop_scores="scores = self.dropout(scores)\n        ", weights="torch.softmax(scores, dim=-1)"),
+            "before the softmax", selfcheck=False),
+    Mistake("dropout applied to the masked scores", C,
+            _ca(weights="torch.softmax(self.dropout(scores), dim=-1)"), "before the softmax", selfcheck=False),
+    Mistake("dropout on the output instead of the weights", C,
+            _ca(weights="torch.softmax(scores, dim=-1)", out="self.dropout(out)"), "dropout to the output",
+            selfcheck=False),
+    Mistake("dropout never applied", C, _ca(weights="torch.softmax(scores, dim=-1)"), "no dropout was applied",
+            selfcheck=False),
+    Mistake("F.dropout still active in eval()", C,
+            _ca(weights="F.dropout(torch.softmax(scores, dim=-1), self.dropout.p)"), "still active in eval()",
+            selfcheck=False),
+    Mistake("mask registered as nn.Parameter", C,
+            _ca(mask_line="self.mask = nn.Parameter(torch.triu(torch.ones(context_length, context_length), "
+                          "diagonal=1), requires_grad=False)"), "register_buffer"),
+    Mistake("scores not scaled", C, _ca(scale=""), "did not scale"),
+    Mistake("scaled by sqrt(d_in)", C, _ca(scale=" / x.shape[-1] ** 0.5"), "square root of d_in"),
+    Mistake("mask applied after the softmax without renormalising", C,
+            _ca(fill="0.0", weights="self.dropout(torch.softmax(q @ k.transpose(1, 2) / k.shape[-1] ** 0.5, "
+                                    "dim=-1).masked_fill(self.mask.bool()[:num_tokens, :num_tokens], 0.0))"),
+            "without renormalising"),
+    # --- is_causal
+    Mistake("is_causal that never fails (always True)", I, """
+def is_causal(module, num_tokens, d_in, trials=3):
+    return True
+""", "no mask at all"),
+    Mistake("is_causal that always fails", I, """
+def is_causal(module, num_tokens, d_in, trials=3):
+    return False
+""", "said False for a causal attention module"),
+    Mistake("is_causal that compares all outputs, not only the earlier ones", I,
+            _ic(compare="torch.allclose(module(changed), base, rtol=1e-5, atol=1e-5)"),
+            "said False for a causal attention module"),
+    Mistake("is_causal with exact equality", I, _ic(compare="torch.equal(module(changed)[:, :t + 1], base[:, :t + 1])"),
+            "causal up to float32 rounding"),
+    Mistake("is_causal with a loose tolerance (atol=1e-2)", I,
+            _ic(compare="torch.allclose(module(changed)[:, :t + 1], base[:, :t + 1], atol=1e-2)"), "small leak"),
+    Mistake("is_causal with a single split in the middle", I, _ic(positions="[num_tokens // 2 - 1]"),
+            "leak from the last token"),
+    Mistake("is_causal that only changes the last token", I, _ic(changed="-1:"), "leak from the second token"),
+    Mistake("is_causal without eval() (dropout on)", I, _ic(to_eval="pass"), "probe it in eval() mode"),
+    Mistake("is_causal in train mode not restored", I, _ic(restore="pass"), "left the module in eval() mode"),
+    Mistake("is_causal that always ends with module.train()", I, _ic(restore="module.train()"),
+            "switched a module that was in eval() mode to train()"),
+    # --- padding_mask
+    Mistake("padding mask inverted", P, """
+def padding_mask(lengths, num_tokens):
+    return torch.arange(num_tokens)[None, :] < torch.as_tensor(lengths)[:, None]
+""", "your mask is inverted"),
+    Mistake("padding mask off by one", P, """
+def padding_mask(lengths, num_tokens):
+    return torch.arange(num_tokens)[None, :] > torch.as_tensor(lengths)[:, None]
+""", "off by one"),
+    Mistake("padding mask as 0/1 floats", P, """
+def padding_mask(lengths, num_tokens):
+    return (torch.arange(num_tokens)[None, :] >= torch.as_tensor(lengths)[:, None]).float()
+""", "return a boolean tensor"),
+    Mistake("padding on the left", P, """
+def padding_mask(lengths, num_tokens):
+    lengths = torch.as_tensor(lengths)
+    return torch.arange(num_tokens)[None, :] < (num_tokens - lengths)[:, None]
+""", "padded on the left"),
+]
+
+ALTERNATIVES = [
+    Alternative("~tril", M, """
+def causal_mask(num_tokens, device=None):
+    return ~torch.tril(torch.ones(num_tokens, num_tokens, dtype=torch.bool, device=device))
+"""),
+    Alternative("arange comparison", M, """
+def causal_mask(num_tokens, device=None):
+    i = torch.arange(num_tokens, device=device)
+    return i.unsqueeze(0) > i.unsqueeze(1)
+"""),
+    Alternative("torch.where with -inf", W, """
+def causal_attention_weights(scores):
+    T = scores.shape[-1]
+    keep = torch.tril(torch.ones(T, T, dtype=torch.bool, device=scores.device))
+    return torch.softmax(torch.where(keep, scores, torch.tensor(float("-inf"))), dim=-1)
+"""),
+    Alternative("fill with -1e9", W, """
+def causal_attention_weights(scores):
+    return torch.softmax(scores.masked_fill(causal_mask(scores.shape[-1], scores.device), -1e9), dim=-1)
+"""),
+    Alternative("fill with torch.finfo(dtype).min", W, """
+def causal_attention_weights(scores):
+    mask = causal_mask(scores.shape[-1], scores.device)
+    return torch.softmax(scores.masked_fill(mask, torch.finfo(scores.dtype).min), dim=-1)
+"""),
+    Alternative("additive float mask", W, """
+def causal_attention_weights(scores):
+    T = scores.shape[-1]
+    additive = torch.full((T, T), float("-inf")).triu(1)
+    return F.softmax(scores + additive, dim=-1)
+"""),
+    Alternative("tril of the weights, then divide", R, """
+def renormalize_after_mask(weights):
+    kept = torch.tril(weights)
+    return kept / kept.sum(-1, keepdim=True)
+"""),
+    Alternative("multiply by a 0/1 keep matrix", R, """
+def renormalize_after_mask(weights):
+    keep = (~causal_mask(weights.shape[-1])).to(weights.dtype)
+    kept = weights * keep
+    return kept / torch.sum(kept, dim=-1, keepdim=True)
+"""),
+    Alternative("tril buffer with the `mask == 0` convention and -1e9", C,
+                _ca(mask_line="self.register_buffer('mask', torch.tril(torch.ones(context_length, context_length)))",
+                    mask_use="self.mask[:num_tokens, :num_tokens] == 0", fill="-1e9")),
+    Alternative("additive float mask buffer", C, """
+class CausalAttention(nn.Module):
+    def __init__(self, d_in, d_out, context_length, dropout, qkv_bias=False):
+        super().__init__()
+        self.W_query = nn.Linear(d_in, d_out, bias=qkv_bias)
+        self.W_key = nn.Linear(d_in, d_out, bias=qkv_bias)
+        self.W_value = nn.Linear(d_in, d_out, bias=qkv_bias)
+        self.dropout = nn.Dropout(dropout)
+        self.register_buffer("mask", torch.full((context_length, context_length), float("-inf")).triu(1))
+
+    def forward(self, x):
+        T = x.shape[1]
+        q, k, v = self.W_query(x), self.W_key(x), self.W_value(x)
+        scores = torch.einsum("btd,bsd->bts", q, k) / math.sqrt(k.shape[-1])
+        weights = self.dropout(F.softmax(scores + self.mask[:T, :T], dim=-1))
+        return torch.einsum("bts,bsd->btd", weights, v)
+"""),
+    Alternative("F.scaled_dot_product_attention with dropout_p and is_causal=True", C, """
+class CausalAttention(nn.Module):
+    def __init__(self, d_in, d_out, context_length, dropout, qkv_bias=False):
+        super().__init__()
+        self.W_query = nn.Linear(d_in, d_out, bias=qkv_bias)
+        self.W_key = nn.Linear(d_in, d_out, bias=qkv_bias)
+        self.W_value = nn.Linear(d_in, d_out, bias=qkv_bias)
+        self.dropout = nn.Dropout(dropout)
+        self.register_buffer("mask", torch.ones(context_length, context_length, dtype=torch.bool).triu(1))
+
+    def forward(self, x):
+        p = self.dropout.p if self.training else 0.0
+        return F.scaled_dot_product_attention(self.W_query(x), self.W_key(x), self.W_value(x),
+                                              dropout_p=p, is_causal=True)
+"""),
+    Alternative("torch.where with finfo.min and an in-forward sliced buffer", C, """
+class CausalAttention(nn.Module):
+    def __init__(self, d_in, d_out, context_length, dropout, qkv_bias=False):
+        super().__init__()
+        self.W_query = nn.Linear(d_in, d_out, bias=qkv_bias)
+        self.W_key = nn.Linear(d_in, d_out, bias=qkv_bias)
+        self.W_value = nn.Linear(d_in, d_out, bias=qkv_bias)
+        self.dropout = nn.Dropout(dropout)
+        pos = torch.arange(context_length)
+        self.register_buffer("mask", pos[None, :] <= pos[:, None], persistent=False)  # True = attend
+
+    def forward(self, x):
+        B, T, _ = x.shape
+        q, k, v = self.W_query(x), self.W_key(x), self.W_value(x)
+        scores = q @ k.mT * k.shape[-1] ** -0.5
+        scores = torch.where(self.mask[:T, :T], scores, torch.finfo(scores.dtype).min)
+        return self.dropout(scores.softmax(-1)) @ v
+"""),
+    Alternative("perturb each future position separately", I, """
+def is_causal(module, num_tokens, d_in, trials=3):
+    mode = module.training
+    module.eval()
+    ok = True
+    with torch.no_grad():
+        for _ in range(trials):
+            x = torch.randn(1, num_tokens, d_in)
+            y = module(x)
+            for s in range(1, num_tokens):
+                x2 = x.clone()
+                x2[0, s] = torch.randn(d_in)
+                y2 = module(x2)
+                if (y2[0, :s] - y[0, :s]).abs().max() > 1e-5 * (1 + y.abs().max()):
+                    ok = False
+    module.train(mode)
+    return ok
+"""),
+    Alternative("try/finally, batched trials, relative tolerance via isclose", I, """
+def is_causal(module, num_tokens, d_in, trials=3):
+    previous = module.training
+    try:
+        module.eval()
+        x = torch.randn(trials, num_tokens, d_in)
+        with torch.no_grad():
+            reference = module(x)
+            for t in range(num_tokens):
+                x_new = torch.cat([x[:, :t + 1], torch.randn(trials, num_tokens - t - 1, d_in)], dim=1)
+                if not torch.isclose(module(x_new)[:, :t + 1], reference[:, :t + 1], rtol=1e-4, atol=1e-6).all():
+                    return False
+        return True
+    finally:
+        module.train(previous)
+"""),
+    Alternative("loop over sequences", P, """
+def padding_mask(lengths, num_tokens):
+    device = lengths.device if isinstance(lengths, torch.Tensor) else "cpu"
+    mask = torch.zeros(len(lengths), num_tokens, dtype=torch.bool, device=device)
+    for i, n in enumerate(lengths):
+        mask[i, int(n):] = True
+    return mask
+"""),
+    Alternative("expand and compare with unsqueeze", P, """
+def padding_mask(lengths, num_tokens):
+    lengths = torch.as_tensor(lengths)
+    B = lengths.shape[0]
+    positions = torch.arange(num_tokens, device=lengths.device).expand(B, num_tokens)
+    return positions >= lengths.unsqueeze(1)
+"""),
+]
