@@ -8,6 +8,7 @@ and imports included).
 """
 from __future__ import annotations
 
+import json
 import statistics
 import sys
 import tempfile
@@ -22,13 +23,13 @@ import nbformat  # noqa: E402
 
 from grader import course  # noqa: E402
 from grader.grade import grade_notebook  # noqa: E402
-from grader.selfcheck import _fixtures, check  # noqa: E402
+from grader.selfcheck import FIXTURES, check  # noqa: E402
 from reference import reference_namespace, student_notebook  # noqa: E402
 
 
 def selfcheck_times(unit: str) -> dict[str, float]:
     namespace = reference_namespace(unit)
-    names = [n for n in _fixtures() if n in namespace]
+    names = json.loads((FIXTURES / f"{unit}.json").read_text())
     times = {}
     for name in names:
         runs = []

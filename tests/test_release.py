@@ -42,3 +42,12 @@ def test_fixtures_hold_no_code_but_the_calls():
         for name, entry in json.loads(path.read_text()).items():
             defs = re.findall(r"^def (\w+)", entry["call_source"], re.M)
             assert defs == [entry["call_name"]], f"{path.name}:{name} ships more than its call: {defs}"
+
+
+def test_self_check_names_are_unique_across_units():
+    """check("name") looks a name up in every unit's fixtures: two units must not share one."""
+    seen: dict[str, str] = {}
+    for path in sorted((course.ROOT / "grader" / "fixtures").glob("*.json")):
+        for name in json.loads(path.read_text()):
+            assert name not in seen, f"{name!r} has self-checks in both {seen[name]} and {path.name}"
+            seen[name] = path.name
