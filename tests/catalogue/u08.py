@@ -1,0 +1,579 @@
+"""Unit 08 — a tiny GPT."""
+from . import Alternative, Mistake
+
+UNIT = "08_tiny_gpt"
+
+TOK = "u08_char_tokenizer"
+BATCH = "u08_get_batch"
+GPT = "u08_tinygpt"
+STEP = "u08_train_step"
+SAMPLE = "u08_sample_next_token"
+GEN = "u08_generate"
+
+# The reference TinyGPT with one line changed, for the model's mistakes.
+_GPT = '''
+@dataclass
+class GPTConfig:
+    vocab_size: int
+    context_length: int
+    emb_dim: int
+    num_heads: int
+    num_layers: int
+    dropout: float = 0.0
+    qkv_bias: bool = False
+
+
+class TinyGPT(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        self.cfg = cfg
+        self.tok_emb = nn.Embedding(cfg.vocab_size, cfg.emb_dim)
+        self.pos_emb = nn.Embedding(cfg.context_length, cfg.emb_dim)
+        self.drop_emb = nn.Dropout(cfg.dropout)
+        self.blocks = nn.Sequential(*[TransformerBlock(cfg.emb_dim, cfg.num_heads, cfg.context_length,
+                                                       cfg.dropout, cfg.qkv_bias) for _ in range(cfg.num_layers)])
+        self.final_norm = LayerNorm(cfg.emb_dim)
+        self.out_head = nn.Linear(cfg.emb_dim, cfg.vocab_size, bias=False)
+
+    def forward(self, idx, targets=None):
+        B, T = idx.shape
+        CHECK
+        x = EMBED
+        x = self.drop_emb(x)
+        x = self.blocks(x)
+        logits = self.out_head(self.final_norm(x))
+        if targets is None:
+            return logits, None
+        LOSS
+        return logits, loss
+'''
+_CHECK = ('if T > self.cfg.context_length:\n'
+          '            raise ValueError(f"T={T} is longer than context_length={self.cfg.context_length}")')
+_EMBED = "self.tok_emb(idx) + self.pos_emb(torch.arange(T, device=idx.device))"
+_LOSS = "loss = F.cross_entropy(logits.view(B * T, -1), targets.view(B * T))"
+
+
+def gpt(check=_CHECK, embed=_EMBED, loss=_LOSS):
+    return _GPT.replace("CHECK", check).replace("EMBED", embed).replace("LOSS", loss)
+
+
+# The reference sampler with one part changed.
+_SAMPLER = '''
+def sample_next_token(logits, temperature=1.0, top_k=None, top_p=None, generator=None):
+    if temperature == 0:
+        return logits.argmax(dim=-1, keepdim=True)
+    TEMPERATURE
+    if top_k is not None:
+        TOPK
+    probs = torch.softmax(logits, dim=-1)
+    if top_p is not None:
+        sorted_probs, order = probs.sort(dim=-1, descending=True)
+        cum = sorted_probs.cumsum(dim=-1)
+        TOPP
+        keep = torch.zeros_like(keep_sorted).scatter(-1, order, keep_sorted)
+        probs = probs * keep
+        probs = probs / probs.sum(dim=-1, keepdim=True)
+    return torch.multinomial(probs, 1, generator=generator)
+'''
+_TEMPERATURE = "logits = logits / temperature"
+_TOPK = ("kth = torch.topk(logits, min(top_k, logits.shape[-1])).values[:, -1:]\n"
+         "        logits = logits.masked_fill(logits < kth, float('-inf'))")
+_TOPP = "keep_sorted = cum - sorted_probs < top_p"
+
+
+def sampler(temperature=_TEMPERATURE, topk=_TOPK, topp=_TOPP):
+    return _SAMPLER.replace("TEMPERATURE", temperature).replace("TOPK", topk).replace("TOPP", topp)
+
+
+# The reference generate with one part changed.
+_GENERATE = '''
+def generate(model, idx, max_new_tokens, temperature=1.0, top_k=None, top_p=None, generator=None):
+    was_training = model.training
+    EVAL
+    with GRAD:
+        for _ in range(max_new_tokens):
+            logits, _ = model(CROP)
+            nxt = sample_next_token(logits[:, -1, :], SAMPLING)
+            idx = torch.cat((idx, nxt), dim=1)
+    RESTORE
+    return idx
+'''
+
+
+def generator_code(eval_="model.eval()", grad="torch.no_grad()", crop="idx[:, -model.cfg.context_length:]",
+                   sampling="temperature, top_k, top_p, generator", restore="model.train(was_training)"):
+    return (_GENERATE.replace("EVAL", eval_).replace("GRAD", grad).replace("CROP", crop)
+            .replace("SAMPLING", sampling).replace("RESTORE", restore))
+
+
+MISTAKES = [
+    # --- tokenizer
+    Mistake("ids in order of first appearance", TOK, """
+class CharTokenizer:
+    def __init__(self, text):
+        self.chars = list(dict.fromkeys(text))
+        self.vocab_size = len(self.chars)
+        self.stoi = {c: i for i, c in enumerate(self.chars)}
+    def encode(self, s):
+        for c in s:
+            if c not in self.stoi:
+                raise ValueError(f"unknown character {c!r}")
+        return [self.stoi[c] for c in s]
+    def decode(self, ids):
+        return "".join(self.chars[i] for i in ids)
+""", "sorted order"),
+    Mistake("ids from an unsorted set", TOK, """
+class CharTokenizer:
+    def __init__(self, text):
+        self.chars = list(set(text))
+        self.vocab_size = len(self.chars)
+        self.stoi = {c: i for i, c in enumerate(self.chars)}
+    def encode(self, s):
+        for c in s:
+            if c not in self.stoi:
+                raise ValueError(f"unknown character {c!r}")
+        return [self.stoi[c] for c in s]
+    def decode(self, ids):
+        return "".join(self.chars[i] for i in ids)
+""", "expected tuple"),
+    Mistake("unknown character raises KeyError", TOK, """
+class CharTokenizer:
+    def __init__(self, text):
+        self.chars = sorted(set(text))
+        self.vocab_size = len(self.chars)
+        self.stoi = {c: i for i, c in enumerate(self.chars)}
+    def encode(self, s):
+        return [self.stoi[c] for c in s]
+    def decode(self, ids):
+        return "".join(self.chars[i] for i in ids)
+""", "raised KeyError"),
+    Mistake("unknown character silently skipped", TOK, """
+class CharTokenizer:
+    def __init__(self, text):
+        self.chars = sorted(set(text))
+        self.vocab_size = len(self.chars)
+        self.stoi = {c: i for i, c in enumerate(self.chars)}
+    def encode(self, s):
+        return [self.stoi[c] for c in s if c in self.stoi]
+    def decode(self, ids):
+        return "".join(self.chars[i] for i in ids)
+""", "accepted without an error"),
+    Mistake("ValueError that does not name the character", TOK, """
+class CharTokenizer:
+    def __init__(self, text):
+        self.chars = sorted(set(text))
+        self.vocab_size = len(self.chars)
+        self.stoi = {c: i for i, c in enumerate(self.chars)}
+    def encode(self, s):
+        if any(c not in self.stoi for c in s):
+            raise ValueError("unknown character in the input")
+        return [self.stoi[c] for c in s]
+    def decode(self, ids):
+        return "".join(self.chars[i] for i in ids)
+""", "does not name the character"),
+    Mistake("dict decode fails on a tensor", TOK, """
+class CharTokenizer:
+    def __init__(self, text):
+        chars = sorted(set(text))
+        self.vocab_size = len(chars)
+        self.stoi = {c: i for i, c in enumerate(chars)}
+        self.itos = {i: c for i, c in enumerate(chars)}
+    def encode(self, s):
+        for c in s:
+            if c not in self.stoi:
+                raise ValueError(f"unknown character {c!r}")
+        return [self.stoi[c] for c in s]
+    def decode(self, ids):
+        return "".join(self.itos[i] for i in ids)
+""", "1-D tensor of ids"),
+    # --- batches
+    Mistake("targets not shifted (y = x)", BATCH, """
+def get_batch(data, block_size, batch_size, generator=None):
+    starts = torch.randint(0, len(data) - block_size, (batch_size,), generator=generator)
+    x = torch.stack([data[s:s + block_size] for s in starts])
+    return x, x.clone()
+""", "not x shifted by one"),
+    Mistake("last start never drawn (randint bound off by one)", BATCH, """
+def get_batch(data, block_size, batch_size, generator=None):
+    starts = torch.randint(0, len(data) - block_size - 1, (batch_size,), generator=generator)
+    x = torch.stack([data[s:s + block_size] for s in starts])
+    y = torch.stack([data[s + 1:s + block_size + 1] for s in starts])
+    return x, y
+""", "last valid start"),
+    Mistake("starts up to len(data) - block_size (one too far)", BATCH, """
+def get_batch(data, block_size, batch_size, generator=None):
+    starts = torch.randint(0, len(data) - block_size + 1, (batch_size,), generator=generator)
+    x = torch.stack([data[s:s + block_size] for s in starts])
+    y = torch.stack([data[s + 1:s + block_size + 1] for s in starts])
+    return x, y
+""", "ran past the end of data"),
+    Mistake("start 0 never drawn", BATCH, """
+def get_batch(data, block_size, batch_size, generator=None):
+    starts = torch.randint(1, len(data) - block_size, (batch_size,), generator=generator)
+    x = torch.stack([data[s:s + block_size] for s in starts])
+    y = torch.stack([data[s + 1:s + block_size + 1] for s in starts])
+    return x, y
+""", "start 0 is never drawn"),
+    Mistake("generator ignored", BATCH, """
+def get_batch(data, block_size, batch_size, generator=None):
+    starts = torch.randint(0, len(data) - block_size, (batch_size,))
+    x = torch.stack([data[s:s + block_size] for s in starts])
+    y = torch.stack([data[s + 1:s + block_size + 1] for s in starts])
+    return x, y
+""", "pass `generator`"),
+    Mistake("float tensors returned", BATCH, """
+def get_batch(data, block_size, batch_size, generator=None):
+    starts = torch.randint(0, len(data) - block_size, (batch_size,), generator=generator)
+    x = torch.stack([data[s:s + block_size] for s in starts]).float()
+    y = torch.stack([data[s + 1:s + block_size + 1] for s in starts]).float()
+    return x, y
+""", "must be a long tensor"),
+    # --- the model
+    Mistake("pos_emb(idx) instead of the positions", GPT,
+            gpt(embed="self.tok_emb(idx) + self.pos_emb(idx)"), "pos_emb(idx)"),
+    Mistake("no position embedding", GPT, gpt(embed="self.tok_emb(idx)"), "position embedding is missing"),
+    Mistake("final_norm skipped", GPT, gpt().replace("self.out_head(self.final_norm(x))", "self.out_head(x)"),
+            "final_norm is not applied"),
+    Mistake("no clear error when T > context_length", GPT, gpt(check="pass"), "raised IndexError"),
+    Mistake("loss averaged over the batch axis only", GPT,
+            gpt(loss="loss = F.cross_entropy(logits.transpose(1, 2), targets, reduction='none').mean(0)"),
+            "averaged over the batch only"),
+    Mistake("loss summed", GPT, gpt(loss="loss = F.cross_entropy(logits.view(B * T, -1), targets.view(B * T), "
+                                         "reduction='sum')"), "sum over positions"),
+    Mistake("logits and targets flattened in different orders", GPT,
+            gpt(loss="loss = F.cross_entropy(logits.reshape(B * T, -1), targets.T.reshape(-1))"),
+            "flattened in different orders"),
+    Mistake("softmax before cross_entropy", GPT,
+            gpt(loss="loss = F.cross_entropy(torch.softmax(logits, -1).view(B * T, -1), targets.view(B * T))"),
+            "softmax before F.cross_entropy"),
+    Mistake("targets shifted again inside forward", GPT,
+            gpt(loss="loss = F.cross_entropy(logits[:, :-1].reshape(-1, logits.shape[-1]), targets[:, 1:].reshape(-1))"),
+            "shifted the targets inside forward"),
+    Mistake("out_head with a bias", GPT, gpt().replace("cfg.vocab_size, bias=False)", "cfg.vocab_size)"),
+            "unexpected: out_head.bias"),
+    Mistake("weights tied between tok_emb and out_head", GPT,
+            gpt().replace("cfg.vocab_size, bias=False)", "cfg.vocab_size, bias=False)\n"
+                                                          "        self.out_head.weight = self.tok_emb.weight"),
+            "missing: out_head.weight"),
+    Mistake("blocks in a plain Python list", GPT,
+            gpt().replace("self.blocks = nn.Sequential(*[", "self.block_list = ([")
+                 .replace("x = self.blocks(x)", "for block in self.block_list:\n            x = block(x)"),
+            "missing: blocks.0"),
+    Mistake("no loss None without targets", GPT,
+            gpt().replace("return logits, None", "return logits"), "without targets must return (logits, None)"),
+    Mistake("config not kept as cfg", GPT,
+            gpt().replace("self.cfg = cfg", "self.config = cfg").replace("self.cfg.context_length",
+                                                                          "self.config.context_length"),
+            "keep its configuration as self.cfg"),
+    Mistake("drop_emb never applied", GPT, gpt().replace("x = self.drop_emb(x)", "pass"),
+            "drop_emb is never applied", selfcheck=False),
+    Mistake("dropout on token embeddings only", GPT,
+            gpt(embed="self.drop_emb(self.tok_emb(idx)) + self.pos_emb(torch.arange(T, device=idx.device))")
+            .replace("x = self.drop_emb(x)", "pass"), "token embeddings only", selfcheck=False),
+    # --- one training step
+    Mistake("gradients never cleared", STEP, """
+def train_step(model, optimizer, x, y, max_norm=None):
+    _, loss = model(x, y)
+    loss.backward()
+    if max_norm is not None:
+        torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+    optimizer.step()
+    return loss.item()
+""", "gradients are never cleared"),
+    Mistake("gradients cleared between backward and step", STEP, """
+def train_step(model, optimizer, x, y, max_norm=None):
+    _, loss = model(x, y)
+    loss.backward()
+    optimizer.zero_grad()
+    optimizer.step()
+    return loss.item()
+""", "parameters never change"),
+    Mistake("step before backward", STEP, """
+def train_step(model, optimizer, x, y, max_norm=None):
+    optimizer.zero_grad()
+    optimizer.step()
+    _, loss = model(x, y)
+    loss.backward()
+    return loss.item()
+""", "parameters never change"),
+    Mistake("max_norm ignored", STEP, """
+def train_step(model, optimizer, x, y, max_norm=None):
+    optimizer.zero_grad()
+    _, loss = model(x, y)
+    loss.backward()
+    optimizer.step()
+    return loss.item()
+""", "not clipped"),
+    Mistake("clipping after the step", STEP, """
+def train_step(model, optimizer, x, y, max_norm=None):
+    optimizer.zero_grad()
+    _, loss = model(x, y)
+    loss.backward()
+    optimizer.step()
+    if max_norm is not None:
+        torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+    return loss.item()
+""", "not clipped"),
+    Mistake("loss returned as a tensor", STEP, """
+def train_step(model, optimizer, x, y, max_norm=None):
+    optimizer.zero_grad()
+    _, loss = model(x, y)
+    loss.backward()
+    if max_norm is not None:
+        torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+    optimizer.step()
+    return loss
+""", "Python float"),
+    # --- sampling
+    Mistake("temperature multiplied", SAMPLE, sampler(temperature="logits = logits * temperature"),
+            "multiplied the logits by the temperature"),
+    Mistake("temperature ignored", SAMPLE, sampler(temperature="pass"), "temperature is ignored"),
+    Mistake("top-k keeps k + 1", SAMPLE,
+            sampler(topk="kth = torch.topk(logits, min(top_k + 1, logits.shape[-1])).values[:, -1:]\n"
+                         "        logits = logits.masked_fill(logits < kth, float('-inf'))"), "kept k + 1 tokens"),
+    Mistake("top-k keeps k - 1 (strict comparison)", SAMPLE,
+            sampler(topk="kth = torch.topk(logits, min(top_k, logits.shape[-1])).values[:, -1:]\n"
+                         "        logits = logits.masked_fill(logits <= kth, float('-inf'))"), "kept k - 1 tokens"),
+    Mistake("top-k filtered to 0 instead of -inf", SAMPLE,
+            sampler(topk="kth = torch.topk(logits, min(top_k, logits.shape[-1])).values[:, -1:]\n"
+                         "        logits = logits.masked_fill(logits < kth, 0.0)"), "logit of 0"),
+    Mistake("top-k not clamped to V", SAMPLE,
+            sampler(topk="kth = torch.topk(logits, top_k).values[:, -1:]\n"
+                         "        logits = logits.masked_fill(logits < kth, float('-inf'))"),
+            "larger than the vocabulary", selfcheck=False),
+    Mistake("top-p drops the tokens below p (seed 001's description)", SAMPLE,
+            sampler(topp="keep_sorted = sorted_probs >= top_p"), "dropped the tokens whose probability is below p"),
+    Mistake("nucleus without the token that crosses p", SAMPLE,
+            sampler(topp="keep_sorted = cum <= top_p"), "leaves out the token that makes the running sum reach p",
+            selfcheck=False),
+    Mistake("nucleus without the crossing token, at least one kept", SAMPLE,
+            sampler(topp="keep_sorted = cum <= top_p\n        keep_sorted[:, 0] = True"),
+            "leaves out the token that makes the running sum reach p"),
+    Mistake("temperature 0 divides by zero", SAMPLE, sampler().replace(
+        "    if temperature == 0:\n        return logits.argmax(dim=-1, keepdim=True)\n", ""),
+        "temperature 0 means argmax"),
+    Mistake("generator ignored in sampling", SAMPLE,
+            sampler().replace("torch.multinomial(probs, 1, generator=generator)", "torch.multinomial(probs, 1)"),
+            "pass `generator`", selfcheck=False),
+    Mistake("returns shape (B,)", SAMPLE,
+            sampler().replace("torch.multinomial(probs, 1, generator=generator)",
+                              "torch.multinomial(probs, 1, generator=generator)[:, 0]"), "shape (B, 1)"),
+    # --- generate
+    Mistake("context not cropped", GEN, generator_code(crop="idx"), "crop the input"),
+    Mistake("context cropped to context_length - 1", GEN,
+            generator_code(crop="idx[:, -(model.cfg.context_length - 1):]"), "context_length - 1"),
+    Mistake("dropout active while sampling (no eval)", GEN, generator_code(eval_="pass", restore="pass"),
+            "dropout was active"),
+    Mistake("mode not restored", GEN, generator_code(restore="pass"), "leaves the model in eval mode"),
+    Mistake("always back to train mode", GEN, generator_code(restore="model.train()"),
+            "switches the model to train mode"),
+    Mistake("gradients tracked", GEN, generator_code(grad="torch.enable_grad()"), "torch.no_grad()"),
+    Mistake("only the new tokens returned", GEN, generator_code().replace(
+        "    return idx\n", "    return idx[:, -max_new_tokens:]\n"), "only the new tokens"),
+    Mistake("top_k not passed on", GEN, generator_code(sampling="temperature, None, top_p, generator"),
+            "top_k is not passed on", selfcheck=True),
+    Mistake("generator not passed on", GEN, generator_code(sampling="temperature, top_k, top_p"),
+            "`generator` is not passed on"),
+]
+
+ALTERNATIVES = [
+    Alternative("tokenizer with list.index and a dict of ids to characters", TOK, """
+class CharTokenizer:
+    def __init__(self, text):
+        self.vocab = sorted(set(text))
+        self.vocab_size = len(self.vocab)
+        self.itos = dict(enumerate(self.vocab))
+    def encode(self, s):
+        out = []
+        for ch in s:
+            if ch not in self.vocab:
+                raise ValueError("Unknown character: " + ch)
+            out.append(self.vocab.index(ch))
+        return out
+    def decode(self, ids):
+        if torch.is_tensor(ids):
+            ids = ids.tolist()
+        return "".join(self.itos[int(i)] for i in ids)
+"""),
+    Alternative("tokenizer returning a tensor from encode, property vocab_size", TOK, """
+class CharTokenizer:
+    def __init__(self, text):
+        self.chars = "".join(sorted(set(text)))
+    @property
+    def vocab_size(self):
+        return len(self.chars)
+    def encode(self, s):
+        bad = [c for c in s if c not in self.chars]
+        if bad:
+            raise ValueError(f"not in vocabulary: {bad[0]}")
+        return torch.tensor([self.chars.find(c) for c in s])
+    def decode(self, ids):
+        return "".join(self.chars[i] for i in ids)
+"""),
+    Alternative("get_batch with unfold and index_select", BATCH, """
+def get_batch(data, block_size, batch_size, generator=None):
+    windows = data.unfold(0, block_size + 1, 1)          # (N - T, T + 1)
+    rows = torch.randint(len(windows), (batch_size,), generator=generator)
+    chosen = windows.index_select(0, rows)
+    return chosen[:, :-1].long(), chosen[:, 1:].long()
+"""),
+    Alternative("get_batch with torch.multinomial over uniform weights and gather", BATCH, """
+def get_batch(data, block_size, batch_size, generator=None):
+    n = len(data) - block_size
+    starts = torch.multinomial(torch.ones(n), batch_size, replacement=True, generator=generator)
+    offsets = torch.arange(block_size)
+    x = data[starts[:, None] + offsets]
+    y = data[starts[:, None] + offsets + 1]
+    return x, y
+"""),
+    Alternative("TinyGPT with a ModuleList loop, F.cross_entropy with a transpose", GPT, """
+@dataclass
+class GPTConfig:
+    vocab_size: int
+    context_length: int
+    emb_dim: int
+    num_heads: int
+    num_layers: int
+    dropout: float = 0.1
+    qkv_bias: bool = False
+
+
+class TinyGPT(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        self.cfg = cfg
+        self.tok_emb = nn.Embedding(cfg.vocab_size, cfg.emb_dim)
+        self.pos_emb = nn.Embedding(cfg.context_length, cfg.emb_dim)
+        self.drop_emb = nn.Dropout(cfg.dropout)
+        self.blocks = nn.ModuleList(TransformerBlock(cfg.emb_dim, cfg.num_heads, cfg.context_length,
+                                                     cfg.dropout, qkv_bias=cfg.qkv_bias)
+                                    for _ in range(cfg.num_layers))
+        self.final_norm = LayerNorm(cfg.emb_dim)
+        self.out_head = nn.Linear(cfg.emb_dim, cfg.vocab_size, bias=False)
+
+    def forward(self, idx, targets=None):
+        n = idx.size(1)
+        assert idx.dim() == 2
+        if n > self.cfg.context_length:
+            raise ValueError(f"Cannot forward sequence of length {n}, block size is only {self.cfg.context_length}")
+        pos = self.pos_emb.weight[:n]
+        h = self.drop_emb(self.tok_emb(idx) + pos.unsqueeze(0))
+        for block in self.blocks:
+            h = block(h)
+        logits = self.out_head(self.final_norm(h))
+        loss = None if targets is None else F.cross_entropy(logits.transpose(1, 2), targets)
+        return logits, loss
+"""),
+    Alternative("TinyGPT with a hand-written log-softmax loss", GPT, _GPT.replace("CHECK", _CHECK)
+                .replace("EMBED", "self.tok_emb(idx) + self.pos_emb.weight[torch.arange(T)]")
+                .replace("LOSS", "logp = torch.log_softmax(logits, dim=-1)\n"
+                                 "        loss = -logp.gather(-1, targets.unsqueeze(-1)).mean()")),
+    Alternative("train_step with model.zero_grad, hand-written clipping and float()", STEP, """
+def train_step(model, optimizer, x, y, max_norm=None):
+    model.zero_grad(set_to_none=False)
+    logits, loss = model(x, targets=y)
+    loss.backward()
+    if max_norm:
+        grads = [p.grad for p in model.parameters() if p.grad is not None]
+        norm = torch.sqrt(sum((g ** 2).sum() for g in grads))
+        if norm > max_norm:
+            for g in grads:
+                g.mul_(max_norm / norm)
+    optimizer.step()
+    return float(loss)
+"""),
+    Alternative("train_step clearing the gradients after the step", STEP, """
+def train_step(model, optimizer, x, y, max_norm=None):
+    loss = model(x, y)[1]
+    loss.backward()
+    if max_norm is not None:
+        nn.utils.clip_grad_norm_(model.parameters(), max_norm=max_norm)
+    optimizer.step()
+    optimizer.zero_grad()
+    return loss.detach().item()
+"""),
+    Alternative("sampler with torch.sort for top-k and inverse-CDF draws", SAMPLE, """
+def sample_next_token(logits, temperature=1.0, top_k=None, top_p=None, generator=None):
+    if temperature == 0:
+        return torch.argmax(logits, dim=-1).unsqueeze(-1)
+    z = logits / temperature
+    if top_k is not None:
+        values, _ = torch.sort(z, dim=-1, descending=True)
+        cutoff = values[:, min(top_k, z.shape[-1]) - 1].unsqueeze(-1)
+        z = torch.where(z < cutoff, torch.full_like(z, -float("inf")), z)
+    if top_p is not None:
+        p = F.softmax(z, dim=-1)
+        sp, si = torch.sort(p, dim=-1, descending=True)
+        remove = sp.cumsum(-1) > top_p
+        remove[:, 1:] = remove[:, :-1].clone()
+        remove[:, 0] = False
+        z = z.scatter(-1, si, sp.log().masked_fill(remove, -float("inf")))
+    p = F.softmax(z, dim=-1)
+    u = torch.rand(p.shape[0], 1, generator=generator, dtype=p.dtype)
+    cdf = p.cumsum(-1)
+    return (cdf < u).sum(-1, keepdim=True).clamp(max=p.shape[-1] - 1)
+"""),
+    Alternative("sampler with a per-row Python loop", SAMPLE, """
+def sample_next_token(logits, temperature=1.0, top_k=None, top_p=None, generator=None):
+    rows = []
+    for row in logits:
+        if temperature == 0:
+            rows.append(int(row.argmax()))
+            continue
+        z = row / temperature
+        if top_k is not None and top_k < len(z):
+            idx = torch.topk(z, top_k).indices
+            kept = torch.full_like(z, float("-inf"))
+            kept[idx] = z[idx]
+            z = kept
+        p = torch.softmax(z, 0)
+        if top_p is not None:
+            order = torch.argsort(p, descending=True)
+            total, chosen = 0.0, []
+            for i in order.tolist():
+                chosen.append(i)
+                total += float(p[i])
+                if total >= top_p:
+                    break
+            q = torch.zeros_like(p)
+            q[chosen] = p[chosen]
+            p = q / q.sum()
+        rows.append(int(torch.multinomial(p, 1, generator=generator)))
+    return torch.tensor(rows).view(-1, 1)
+"""),
+    Alternative("generate with a decorator and argmax written in", GEN, """
+@torch.no_grad()
+def generate(model, idx, max_new_tokens, temperature=1.0, top_k=None, top_p=None, generator=None):
+    mode = model.training
+    model.eval()
+    limit = model.cfg.context_length
+    for _ in range(max_new_tokens):
+        cond = idx if idx.size(1) <= limit else idx[:, idx.size(1) - limit:]
+        logits = model(cond)[0][:, -1, :]
+        if temperature == 0:
+            nxt = torch.argmax(logits, dim=-1, keepdim=True)
+        else:
+            nxt = sample_next_token(logits, temperature=temperature, top_k=top_k, top_p=top_p, generator=generator)
+        idx = torch.cat([idx, nxt], dim=-1)
+    if mode:
+        model.train()
+    return idx
+"""),
+    Alternative("generate collecting tokens in a list, inference_mode", GEN, """
+def generate(model, idx, max_new_tokens, temperature=1.0, top_k=None, top_p=None, generator=None):
+    previous = model.training
+    model.train(False)
+    out = [idx]
+    seq = idx
+    try:
+        with torch.inference_mode():
+            for _ in range(max_new_tokens):
+                logits, _ = model(seq[:, -model.cfg.context_length:])
+                nxt = sample_next_token(logits[:, -1], temperature, top_k, top_p, generator)
+                out.append(nxt)
+                seq = torch.cat(out, dim=1)
+    finally:
+        model.train(previous)
+    return seq
+"""),
+]
