@@ -1,0 +1,37 @@
+"""The benchmark's copy of unit 08's reference model computes what the notebook's does, with
+the explicit attention and with F.scaled_dot_product_attention swapped in."""
+from __future__ import annotations
+
+import importlib.util
+import sys
+
+import torch
+
+from grader import course
+from reference import reference_namespace
+
+
+def _bench():
+    spec = importlib.util.spec_from_file_location("bench_gpt", course.ROOT / "benchmarks" / "bench_gpt.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["bench_gpt"] = module  # dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_benchmark_model_matches_the_reference_solution():
+    bench, ns = _bench(), reference_namespace("08_tiny_gpt")
+    settings = dict(vocab_size=11, context_length=16, emb_dim=32, num_heads=4, num_layers=2, dropout=0.0,
+                    qkv_bias=False)
+    torch.manual_seed(0)
+    reference = ns["TinyGPT"](ns["GPTConfig"](**settings)).eval()
+    copy = bench.TinyGPT(bench.GPTConfig(**settings)).eval()
+    assert {k: v.shape for k, v in copy.state_dict().items()} == {k: v.shape for k, v in reference.state_dict().items()}
+    copy.load_state_dict(reference.state_dict())
+    idx = torch.randint(0, 11, (3, 16), generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        want = reference(idx)[0]
+        for fused in (False, True):
+            bench.MultiHeadAttention.use_sdpa = fused
+            torch.testing.assert_close(copy(idx)[0], want, rtol=1e-4, atol=1e-5)
+    bench.MultiHeadAttention.use_sdpa = False
