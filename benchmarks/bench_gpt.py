@@ -289,7 +289,8 @@ def main():
     reached, steps, seconds, eval_seconds, full, target, windows = time_to_target(train, val, len(chars), floor,
                                                                                   device, use_sdpa, args)
     if reached:
-        print(f"   reached {target:.4f} on {windows} fixed val windows after {steps} steps, {seconds:.0f} s wall time "
+        print(f"   reached the target (loss <= {target:.4f}) on {windows} val windows after {steps} steps, "
+              f"{seconds:.0f} s wall time "
               f"({seconds - eval_seconds:.0f} s training, {eval_seconds:.0f} s evaluating)")
     else:
         print(f"   NOT reached: stopped by the {args.cap:g}-minute cap after {steps} steps, {seconds:.0f} s")
