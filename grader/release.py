@@ -11,13 +11,11 @@ from typing import Any
 
 from . import course, notebook
 from .selfcheck import FIXTURES, encode
-from .spec import collect, learner_side_source, to_plain, clone_args, quiet
+from .spec import collect, expected, learner_side_source
 
 
 def fixtures(unit: str) -> dict[str, Any]:
     """Expected values and known-mistake values on each check's fixed examples."""
-    import torch
-
     entries: dict[str, Any] = {}
     for exercise in notebook.exercises(notebook.read(course.source_notebook(unit))):
         for spec in collect(exercise.hidden):
@@ -28,12 +26,9 @@ def fixtures(unit: str) -> dict[str, Any]:
                 raise ValueError(f"{unit}: two checks with examples are named {spec.name!r}; give one examples only")
             cases = []
             for case in examples:
-                with quiet(), torch.no_grad():
-                    want = spec.oracle(*clone_args(case.args), **clone_args(case.kwargs))
-                    mistakes = spec.mistakes(*clone_args(case.args), **clone_args(case.kwargs)) if spec.mistakes else {}
+                want, mistakes = expected(spec, case)
                 cases.append({"label": case.label, "args": encode(tuple(case.args)), "kwargs": encode(case.kwargs),
-                              "want": encode(to_plain(want)),
-                              "mistakes": {k: encode(to_plain(v)) for k, v in mistakes.items()}})
+                              "want": encode(want), "mistakes": {k: encode(v) for k, v in mistakes.items()}})
             entries[spec.name] = {"call_name": spec.call.__name__,
                                   "call_source": learner_side_source(exercise.hidden, spec),
                                   "judge": spec.judge, "tol": spec.tol, "cases": cases}

@@ -154,16 +154,21 @@ def verdict(spec: Spec, case: Case, got: Any) -> str | None:
     return failure[0] if failure else None
 
 
-def _failure(spec: Spec, case: Case, got: Any) -> tuple[str, bool] | None:
-    """(message, whether it names a known mistake), or None when `got` is right."""
+def expected(spec: Spec, case: Case) -> tuple[Any, dict[str, Any]]:
+    """The oracle's value and the known mistakes' values for one case, as plain data."""
     with quiet(), torch.no_grad():
         want = spec.oracle(*clone_args(case.args), **clone_args(case.kwargs))
-        mistakes = spec.mistakes(*clone_args(case.args), **clone_args(case.kwargs)) if spec.mistakes else None
-    mistakes = _plain_mistakes(mistakes)
-    message = JUDGES[spec.judge](got, to_plain(want), mistakes, spec.tol)
+        mistakes = spec.mistakes(*clone_args(case.args), **clone_args(case.kwargs)) if spec.mistakes else {}
+    return to_plain(want), {k: to_plain(v) for k, v in mistakes.items()}
+
+
+def _failure(spec: Spec, case: Case, got: Any) -> tuple[str, bool] | None:
+    """(message, whether it names a known mistake), or None when `got` is right."""
+    want, mistakes = expected(spec, case)
+    message = JUDGES[spec.judge](got, want, mistakes, spec.tol)
     if message is None:
         return None
-    return f"{spec.name} ({case.label}): {message}", message in (mistakes or {})
+    return f"{spec.name} ({case.label}): {message}", message in mistakes
 
 
 def judge_all(spec: Spec, cases: list[Case], results: list[Any]) -> str | None:
@@ -173,10 +178,6 @@ def judge_all(spec: Spec, cases: list[Case], results: list[Any]) -> str | None:
     if not failures:
         return None
     return next((m for m, named in failures if named), failures[0][0])
-
-
-def _plain_mistakes(mistakes: dict[str, Any] | None) -> dict[str, Any] | None:
-    return None if mistakes is None else {k: to_plain(v) for k, v in mistakes.items()}
 
 
 # --- running specs ---------------------------------------------------------------------------
