@@ -22,51 +22,68 @@ def _release(args) -> int:
     return 1 if problems else 0
 
 
+def _shard(text: str) -> tuple[int, int]:
+    try:
+        k, n = (int(v) for v in text.split("/"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--shard takes K/N, e.g. 1/4, not {text!r}") from None
+    if not 1 <= k <= n:
+        raise argparse.ArgumentTypeError(f"--shard {text}: K must be between 1 and N")
+    return k, n
+
+
 def _grade(args) -> int:
+    from . import sandbox, settings
+
     path = Path(args.path)
     if not path.exists():
         print(f"no such file or folder: {path}", file=sys.stderr)
         return 2
+    if args.unit and args.unit not in course.units():
+        print(f"unknown unit {args.unit!r}; the course's units are: {', '.join(course.units())}", file=sys.stderr)
+        return 2
+    config = settings.load(cell_seconds=args.cell_timeout, notebook_seconds=args.notebook_timeout,
+                           workers=args.workers, db_url=args.db)
+    jail = sandbox.confinement()
+    if not jail.command:
+        print("WARNING: " + "!" * 70 + f"\nWARNING: {jail.description}\nWARNING: " + "!" * 70, file=sys.stderr)
     if path.is_file():
         from .grade import grade_notebook
 
-        result = grade_notebook(path, args.unit, cell_timeout=args.cell_timeout)
-        result.pop("executed", None)
-        if args.json:
-            print(json.dumps(result, indent=2))
-        else:
-            print(_summary(result))
+        result = grade_notebook(path, args.unit, config.limits)
+        print(json.dumps(result.to_json(), indent=2) if args.json else _summary(result))
         return 0
     from .batch import grade_folder, table
 
     course_root = Path(args.course_dir) if args.course_dir else path.resolve().parent
-    results = grade_folder(path, course_root, jobs=args.jobs, cell_timeout=args.cell_timeout)
-    for result in results:
-        result.pop("executed", None)
-    if args.json:
-        print(json.dumps(results, indent=2))
-    else:
-        print(table(results))
-        print(f"\ngradebook: {course_root / 'gradebook.db'}\nfeedback:  {course_root / 'feedback'}\n"
-              f"grades:    {course_root / 'grades.csv'}")
-    if args.plot:
-        from .report import plot
+    results, graded_now = grade_folder(path, course_root, config, shard=args.shard, regrade=args.regrade,
+                                       progress=not args.json)
+    if args.report:
+        from .report import write_report
 
-        plot(results, Path(args.plot))
-        print(f"plot:      {args.plot}")
+        write_report(results, Path(args.report))
+    if args.json:
+        print(json.dumps([r.to_json() for r in results], indent=2))
+        return 0
+    print(table(results))
+    skipped = len(results) - graded_now
+    print(f"\ngraded {graded_now} notebook(s)" + (f", {skipped} already graded (--regrade grades them again)"
+                                                   if skipped else ""))
+    db = config.db_url or course_root / "gradebook.db"
+    print(f"gradebook: {db}\nfeedback:  {course_root / 'feedback'}\ngrades:    {course_root / 'grades.csv'}")
+    if args.report:
+        print(f"report:    {args.report}")
     return 0
 
 
-def _summary(result: dict) -> str:
-    lines = [f"{result['notebook']} ({result['unit']}): {result['score']:g}/{result['max_score']:g}"]
-    if result["error"]:
-        lines.append(f"  error: {result['error']}")
-    for flag in result["flags"]:
-        lines.append(f"  note: {flag}")
-    for e in result["exercises"]:
-        mark = "\u2713" if e["passed"] else "\u2717"
-        lines.append(f"  {mark} {e['grade_id']} {e['points']:g}/{e['max_points']:g}"
-                     + ("" if e["passed"] else f"  {e['feedback']}"))
+def _summary(result) -> str:
+    lines = [f"{result.notebook} ({result.unit}): {result.score:g}/{result.max_score:g}"]
+    if result.error:
+        lines.append(f"  error: {result.error}")
+    lines += [f"  note: {flag}" for flag in result.flags]
+    for e in result.exercises:
+        mark = "\u2713" if e.passed else "\u2717"
+        lines.append(f"  {mark} {e.grade_id} {e.points:g}/{e.max_points:g}" + ("" if e.passed else f"  {e.feedback}"))
     return "\n".join(lines)
 
 
@@ -79,16 +96,27 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("units", nargs="*", help="units to release (default: all)")
     p.set_defaults(func=_release)
 
-    p = sub.add_parser("grade", help="grade a notebook, or a folder laid out as submitted/<student>/<unit>/")
+    p = sub.add_parser("grade", help="grade a notebook, or a class laid out as submitted/<student>/<unit>/")
     p.add_argument("path")
     p.add_argument("--json", action="store_true", help="print the results as JSON")
     p.add_argument("--unit", help="the unit of a single notebook (default: found from the notebook)")
-    p.add_argument("--course-dir", help="where the gradebook, autograded/, feedback/ and grades.csv go "
-                                        "(default: the folder that holds PATH)")
-    p.add_argument("--jobs", type=int, default=2, help="notebooks graded at once (default: 2)")
-    p.add_argument("--plot", help="also save a class report plot to this PNG file")
-    p.add_argument("--cell-timeout", type=int, default=60, help="seconds a cell may run (default: 60)")
+    p.add_argument("--course-dir", help="where the gradebook, autograded/, feedback/, grader_results/ and "
+                                        "grades.csv go (default: the folder that holds PATH)")
+    p.add_argument("--db", help="the gradebook's database URL, e.g. postgresql://user@host/course "
+                                "(default: nbgrader_config.py's db_url, else COURSE_DIR/gradebook.db)")
+    p.add_argument("--workers", type=int, help="notebooks graded at once (default: the number of cores)")
+    p.add_argument("--shard", type=_shard, help="K/N: grade only the K-th of N shares of the students "
+                                                "(one per machine, all writing to one --db)")
+    p.add_argument("--regrade", action="store_true", help="grade again notebooks already graded and unchanged")
+    p.add_argument("--report", help="also write a class report (self-contained HTML) to this file")
+    p.add_argument("--cell-timeout", type=int, help="seconds a cell may run (default: nbgrader_config.py's "
+                                                    "Execute.timeout)")
+    p.add_argument("--notebook-timeout", type=int, help="seconds a whole notebook may run (default: 900)")
     p.set_defaults(func=_grade)
 
     args = parser.parse_args(argv)
-    return args.func(args)
+    try:
+        return args.func(args)
+    except course.CourseMissing as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2

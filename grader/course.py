@@ -9,10 +9,25 @@ ROOT = Path(__file__).resolve().parent.parent
 SOLUTIONS = ROOT / "solutions"
 NOTEBOOKS = ROOT / "notebooks"
 CONFIG_FILE = ROOT / "nbgrader_config.py"
+COURSE_ID = "attention-course"
+
+
+class CourseMissing(RuntimeError):
+    """The course's own files are not where the grader needs them."""
+
+
+def config():
+    """The shipped nbgrader_config.py, as traitlets loads it."""
+    from traitlets.config.loader import PyFileConfigLoader
+
+    return PyFileConfigLoader(CONFIG_FILE.name, path=str(ROOT)).load_config()
 
 
 def units() -> list[str]:
     """The units (nbgrader assignments) in order: the folders of solutions/."""
+    if not SOLUTIONS.is_dir():
+        raise CourseMissing(f"{SOLUTIONS} is missing: the grader needs the instructor's source notebooks. "
+                            "Run it from a full copy of the course repository (git clone), not from notebooks/ alone.")
     return sorted(p.name for p in SOLUTIONS.iterdir() if p.is_dir() and not p.name.startswith((".", "_")))
 
 
@@ -24,28 +39,34 @@ def release_notebook(unit: str) -> Path:
     return NOTEBOOKS / unit / f"{unit}.ipynb"
 
 
-def nbgrader_api(course_root: Path | None = None, release_dir: Path | None = None):
+def nbgrader_api(course_root: Path | None = None, release_dir: Path | None = None, db_url: str | None = None):
     """An NbGraderAPI with the shipped nbgrader_config.py, optionally writing its gradebook,
-    autograded and feedback folders under `course_root` and releasing into `release_dir`."""
+    autograded and feedback folders under `course_root`, releasing into `release_dir`, and
+    keeping grades in the database `db_url` (default: course_root/gradebook.db)."""
     from nbgrader.apps import NbGraderAPI
     from nbgrader.coursedir import CourseDirectory
-    from traitlets.config.loader import PyFileConfigLoader
 
-    config = PyFileConfigLoader(CONFIG_FILE.name, path=str(ROOT)).load_config()
+    cfg = config()
     if course_root is not None:
         course_root = Path(course_root).resolve()
         course_root.mkdir(parents=True, exist_ok=True)
-        config.CourseDirectory.root = str(course_root)
-        config.CourseDirectory.source_directory = str(SOLUTIONS)
-        config.CourseDirectory.release_directory = str(NOTEBOOKS)
-        config.CourseDirectory.db_url = f"sqlite:///{course_root / 'gradebook.db'}"
+        cfg.CourseDirectory.root = str(course_root)
+        cfg.CourseDirectory.source_directory = str(SOLUTIONS)
+        cfg.CourseDirectory.release_directory = str(NOTEBOOKS)
+        cfg.CourseDirectory.db_url = f"sqlite:///{course_root / 'gradebook.db'}"
+    if db_url is not None:
+        cfg.CourseDirectory.db_url = db_url
     if release_dir is not None:
-        config.CourseDirectory.release_directory = str(Path(release_dir).resolve())
-    coursedir = CourseDirectory(config=config)
+        cfg.CourseDirectory.release_directory = str(Path(release_dir).resolve())
+    coursedir = CourseDirectory(config=cfg)
+    nbgrader_environment()
+    return NbGraderAPI(coursedir, config=cfg)
+
+
+def nbgrader_environment() -> None:
+    """nbgrader's gradebook runs the `alembic` command: find it beside this Python even when
+    the environment is not activated."""
     os.environ.setdefault("JUPYTER_PLATFORM_DIRS", "1")
-    # nbgrader runs the `alembic` command: find it beside this Python even when the
-    # environment is not activated.
     bindir = str(Path(sys.executable).parent)
     if bindir not in os.environ.get("PATH", "").split(os.pathsep):
         os.environ["PATH"] = bindir + os.pathsep + os.environ.get("PATH", "")
-    return NbGraderAPI(coursedir, config=config)

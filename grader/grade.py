@@ -1,11 +1,12 @@
 """Grade one student notebook with the verdict decided outside the learner's process.
 
-submission -> form checks -> run in a sandbox (learner code + `call`s only) -> verdict here.
+submission -> pre-flight -> run in the sandbox (learner code + `call`s only) -> verdict here.
 """
 from __future__ import annotations
 
 import copy
 import functools
+import hashlib
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -13,8 +14,10 @@ from typing import Any
 import nbformat
 import torch
 
-from . import course, notebook, sandbox
-from .spec import Spec, collect, judge_all, learner_side_source, sanitize
+from . import course, notebook, preflight, sandbox
+from .results import ExerciseResult, NotebookResult
+from .settings import Limits
+from .spec import Spec, collect, judge_all, learner_side_source, quiet, sanitize
 
 
 @functools.cache
@@ -24,7 +27,7 @@ def _source(unit: str):
 
 @functools.cache
 def _release(unit: str):
-    return notebook.read(course.release_notebook(unit))
+    return preflight.released(unit)
 
 
 @functools.cache
@@ -34,65 +37,47 @@ def _specs(unit: str, grade_id: str) -> tuple[tuple[Spec, str], ...]:
     return tuple((spec, learner_side_source(exercise.hidden, spec)) for spec in collect(exercise.hidden))
 
 
-def find_unit(nb, path: Path) -> str:
-    """The unit a notebook belongs to: the one whose released grade ids it shares most, else
-    the unit named by its file or folder."""
-    ids = {notebook.grade_id(c) for c in nb.cells} - {None}
-    scores = {u: len(ids & {notebook.grade_id(c) for c in _release(u).cells}) for u in course.units()}
-    best = max(scores, key=scores.get, default=None)
-    if best is not None and scores[best] > 0:
-        return best
-    for name in (path.stem, path.parent.name):
-        if name in course.units():
-            return name
-    raise ValueError(f"cannot tell which unit {path.name} belongs to: it has none of the course's "
-                     f"graded cells and is not named after a unit ({', '.join(course.units())})")
-
-
-def empty_result(path: Path, unit: str | None) -> dict[str, Any]:
-    result = {"notebook": str(path), "unit": unit, "score": 0.0, "max_score": 0.0,
-              "exercises": [], "flags": [], "error": None}
+def blank_result(path: Path, unit: str | None, student: str | None = None) -> NotebookResult:
+    """A result with every exercise of `unit` at zero, "not graded"."""
+    result = NotebookResult(notebook=str(path), unit=unit, student=student,
+                            sandbox=sandbox.confinement().description, checksum=checksum(path))
     if unit:
-        for ex in notebook.exercises(_source(unit)):
-            result["exercises"].append({"grade_id": ex.grade_id, "names": _names(unit, ex.grade_id),
-                                        "points": 0.0, "max_points": ex.points, "passed": False,
-                                        "feedback": "not graded"})
-        result["max_score"] = sum(e["max_points"] for e in result["exercises"])
+        result.exercises = [ExerciseResult(ex.grade_id, list(dict.fromkeys(s.name for s, _ in _specs(unit, ex.grade_id))),
+                                           ex.points) for ex in notebook.exercises(_source(unit))]
     return result
 
 
-def _names(unit: str, grade_id: str) -> list[str]:
-    return list(dict.fromkeys(spec.name for spec, _ in _specs(unit, grade_id)))
-
-
-def grade_notebook(path: Path, unit: str | None = None, cell_timeout: int = sandbox.CELL_TIMEOUT,
-                   notebook_timeout: int = sandbox.NOTEBOOK_TIMEOUT) -> dict[str, Any]:
-    """Grade one notebook; never raises for a bad submission (the reason goes in "error")."""
-    path = Path(path)
+def checksum(path: Path) -> str:
     try:
-        nb = notebook.read(path)
-        unit = unit or find_unit(nb, path)
-    except ValueError as exc:
-        result = empty_result(path, unit)
-        result["error"] = str(exc)
+        return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    except OSError:
+        return ""
+
+
+def grade_notebook(path: Path, unit: str | None = None, limits: Limits = Limits(),
+                   student: str | None = None, autograded: Path | None = None) -> NotebookResult:
+    """Grade one notebook; never raises for a bad submission (the reason goes in `error`).
+    With `autograded`, also write the notebook as it ran, with the verdicts, to that path."""
+    path = Path(path)
+    check = preflight.check(path, unit)
+    result = blank_result(path, check.unit, student)
+    result.flags += check.repairs
+    if check.rejection:
+        result.error = check.rejection
         return result
-    result = empty_result(path, unit)
-    result["flags"] = notebook.form_problems(nb, _release(unit))
     with tempfile.TemporaryDirectory(prefix="grade-") as tmp:
-        to_run, jobs = _build(nb, unit, Path(tmp))
-        outcome = sandbox.execute(to_run, Path(tmp), cell_timeout, notebook_timeout)
+        to_run, jobs = _build(check.notebook, check.unit, Path(tmp))
+        outcome = sandbox.execute(to_run, Path(tmp), limits)
+        result.seconds = outcome.seconds
         if outcome.executed is None:
-            result["error"] = outcome.problem or "the notebook could not be run"
+            result.error = outcome.problem or "the notebook could not be run"
             return result
         if outcome.problem:
-            result["flags"].append(outcome.problem)
-        for entry in result["exercises"]:
-            messages = _judge(entry["grade_id"], unit, jobs, outcome)
-            entry["passed"] = not messages
-            entry["points"] = entry["max_points"] if entry["passed"] else 0.0
-            entry["feedback"] = "passed" if entry["passed"] else messages[0]
-    result["score"] = sum(e["points"] for e in result["exercises"])
-    result["executed"] = outcome.executed
+            result.flags.append(outcome.problem)
+        for exercise in result.exercises:
+            exercise.grade(*_judge(exercise.grade_id, check.unit, jobs, outcome))
+    if autograded is not None:
+        write_autograded(result, outcome.executed, autograded)
     return result
 
 
@@ -130,7 +115,9 @@ def _build(nb, unit: str, workdir: Path):
         elif ref is not None and notebook.is_locked(ref):
             cells.append(copy.deepcopy(ref))
         elif cell.cell_type == "code":
-            cells.append(nbformat.v4.new_code_cell(cell.source))
+            cells.append(nbformat.v4.new_code_cell(cell.source, metadata={"nbgrader": notebook.nbgrader_meta(cell)}))
+        elif cell.cell_type == "markdown":  # the learner's prose stays in the feedback, never runs
+            cells.append(nbformat.v4.new_markdown_cell(cell.source, metadata={"nbgrader": notebook.nbgrader_meta(cell)}))
     for gid in tests:
         if gid not in seen:
             cells += test_cells(gid)
@@ -139,27 +126,43 @@ def _build(nb, unit: str, workdir: Path):
     return run, jobs
 
 
-def _judge(gid: str, unit: str, jobs, outcome) -> list[str]:
-    """The failure messages of one exercise, decided here from plain data."""
-    messages = []
+def _judge(gid: str, unit: str, jobs, outcome) -> tuple[list[str], str | None]:
+    """The failure messages of one exercise, decided here from plain data, and the known
+    mistake named first, if any."""
+    messages, mistake = [], None
     for k, _ in enumerate(_specs(unit, gid)):
         spec, cases, outputs = jobs[(gid, k)]
-        try:
-            results = sanitize(torch.load(outputs, weights_only=True)) if outputs.exists() else []
-        except Exception:
-            results, messages = [], messages + [f"{spec.name}: its results could not be read back"]
-        if not isinstance(results, list):
-            results = []
-        message = judge_all(spec, cases, results)
-        if message:
-            messages.append(message)
+        results = _read_results(outputs)
+        if results is None:
+            messages.append(f"{spec.name}: its results could not be read back")
+            continue
+        failure = judge_all(spec, cases, results)
+        if failure:
+            messages.append(failure[0])
+            mistake = mistake or failure[1]
         elif len(results) < len(cases):
             reason = _unfinished(outputs, outcome, _cell(outcome.executed, "calls", gid))
             messages.append(f"{spec.name} ({cases[len(results)].label}): did not finish — {reason}")
     error = _error_of(_cell(outcome.executed, "visible", gid))
     if error:
         messages.append(f"the self-check failed: {error}")
-    return messages
+    return messages, mistake
+
+
+def _read_results(outputs: Path) -> list[Any] | None:
+    """The learner side's saved results ([] when none were saved), or None when the file is
+    not what the harness writes (learner code replaced it)."""
+    import io
+
+    if not outputs.exists() and not outputs.is_symlink():
+        return []
+    data = sandbox.read_scratch(outputs)
+    try:
+        with quiet():  # torch warns about the pickle protocol of its own files
+            results = sanitize(torch.load(io.BytesIO(data), weights_only=True)) if data is not None else None
+    except Exception:
+        return None
+    return results if isinstance(results, list) else None
 
 
 def _cell(executed, role: str, gid: str):
@@ -169,8 +172,8 @@ def _cell(executed, role: str, gid: str):
 
 def _unfinished(outputs: Path, outcome, calls_cell) -> str:
     """Why the calls of a check left no (or too few) results."""
-    progress = outputs.with_suffix(".progress")
-    if progress.exists() and progress.read_text():
+    progress = sandbox.read_scratch(outputs.with_suffix(".progress"), 4096)
+    if progress:
         return outcome.problem or "it ran too long or stopped the kernel"
     error = _error_of(calls_cell)
     if error and not error.startswith("not reached"):
@@ -185,3 +188,28 @@ def _error_of(cell) -> str | None:
         if output.get("output_type") == "error":
             return f"{output.get('ename', 'Error')}: {str(output.get('evalue', ''))[:300]}"
     return None
+
+
+def write_autograded(result: NotebookResult, executed, path: Path) -> None:
+    """The learner's notebook as it ran — prose, code and outputs — each test cell showing the
+    grader's verdict and no hidden code: what nbgrader's generate_feedback turns into the report."""
+    release = _release(result.unit)
+    release_meta = {notebook.grade_id(c): c.metadata for c in release.cells if notebook.grade_id(c)}
+    cells = []
+    for cell in executed.cells:
+        role = cell.get("metadata", {}).get("grader", {})
+        if "calls" in role:
+            continue  # the grader's own calls
+        cell = copy.deepcopy(cell)
+        gid = role.get("visible") or notebook.grade_id(cell)
+        cell.metadata = copy.deepcopy(release_meta.get(gid, {})) if gid else {}
+        if "visible" in role:
+            exercise = result.exercise(gid)
+            mark = "\u2713 passed" if exercise.passed else "\u2717 " + exercise.feedback
+            cell.outputs = [o for o in cell.get("outputs", []) if o.get("output_type") != "error"]
+            cell.outputs.append(nbformat.v4.new_output(
+                "stream", name="stdout", text=f"Grader: {mark} ({exercise.points:g}/{exercise.max_points:g})\n"))
+        cells.append(cell)
+    out = nbformat.v4.new_notebook(cells=cells, metadata=copy.deepcopy(release.metadata))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    nbformat.write(out, path)

@@ -82,29 +82,3 @@ def read(path: Path):
         raise ValueError(f"{path.name} is not UTF-8 text ({exc.reason})") from None
     except Exception as exc:  # nbformat raises several kinds on broken JSON
         raise ValueError(f"{path.name} is not a readable notebook: {str(exc).splitlines()[0][:200]}") from None
-
-
-def form_problems(nb, release_nb) -> list[str]:
-    """What is wrong with the form of a submission compared with the released notebook: the
-    problems that make plain `nbgrader autograde` stop a whole batch or lose grades."""
-    problems = []
-    ids = [grade_id(c) for c in nb.cells if grade_id(c)]
-    for gid in sorted({g for g in ids if ids.count(g) > 1}):
-        problems.append(f"the notebook has {ids.count(gid)} cells with grade_id {gid!r} (a copied cell?); "
-                        "the first is kept")
-    release_roles = {grade_id(c): c for c in release_nb.cells if grade_id(c)}
-    for cell in nb.cells:
-        gid = grade_id(cell)
-        ref = release_roles.get(gid)
-        if ref is not None and (is_test(ref) or is_locked(ref)) and cell.source != ref.source:
-            problems.append(f"the locked cell {gid!r} was edited; the released version is used")
-        if ref is not None and cell.cell_type != ref.cell_type:
-            problems.append(f"cell {gid!r} was changed from {ref.cell_type} to {cell.cell_type}")
-    present = set(ids)
-    for gid, ref in release_roles.items():
-        if gid not in present and (is_test(ref) or is_answer(ref)):
-            problems.append(f"cell {gid!r} was deleted; " + ("it is restored" if is_test(ref) else "it scores 0"))
-    kernel = nb.metadata.get("kernelspec", {}).get("name")
-    if kernel not in (None, "python3"):
-        problems.append(f"kernel {kernel!r} is not the course's python3 kernel; python3 is used")
-    return problems

@@ -1,36 +1,122 @@
-"""A picture of how a class did: the share of students passing each exercise, per unit."""
+"""A class report an instructor opens in a browser: one self-contained HTML file.
+
+Per unit: the histogram of total scores, the pass rate of each exercise and the named mistakes
+most often made; then every submission that was flagged or could not be graded, with why.
+"""
 from __future__ import annotations
 
-from collections import defaultdict
+import base64
+import html
+import io
+import statistics
+from collections import Counter, defaultdict
 from pathlib import Path
-from typing import Any
+
+from .results import NotebookResult
+
+STYLE = """body{font-family:system-ui,sans-serif;max-width:980px;margin:2em auto;color:#222}
+table{border-collapse:collapse;margin:.5em 0 1.5em}td,th{border:1px solid #ccc;padding:.3em .6em;text-align:left}
+th{background:#f3f3f3}td.n{text-align:right}.charts{display:flex;flex-wrap:wrap;gap:1em}img{max-width:100%}"""
 
 
-def pass_rates(results: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
+def pass_rates(results: list[NotebookResult]) -> dict[str, dict[str, float]]:
     """{unit: {grade_id: share of graded notebooks that passed it}}."""
     passed: dict[str, dict[str, list[bool]]] = defaultdict(lambda: defaultdict(list))
     for result in results:
-        for exercise in result["exercises"]:
-            passed[result["unit"]][exercise["grade_id"]].append(exercise["passed"])
+        if result.unit:
+            for exercise in result.exercises:
+                passed[result.unit][exercise.grade_id].append(exercise.passed)
     return {unit: {gid: sum(v) / len(v) for gid, v in ex.items()} for unit, ex in sorted(passed.items())}
 
 
-def plot(results: list[dict[str, Any]], path: Path) -> None:
+def mistakes(results: list[NotebookResult]) -> Counter:
+    """How many notebooks made each named mistake: {(exercise label, message): count}."""
+    return Counter((_label(e.names, e.grade_id), e.mistake) for r in results for e in r.exercises if e.mistake)
+
+
+def write_report(results: list[NotebookResult], path: Path, title: str = "Class report") -> None:
+    students = len({r.student for r in results})
+    parts = [f"<!doctype html><meta charset='utf-8'><title>{html.escape(title)}</title><style>{STYLE}</style>",
+             f"<h1>{html.escape(title)}</h1><p>{len(results)} notebooks from {students} students.</p>"]
+    by_unit: dict[str, list[NotebookResult]] = defaultdict(list)
+    for result in results:
+        if result.unit:
+            by_unit[result.unit].append(result)
+    parts += [_unit_section(unit, by_unit[unit]) for unit in sorted(by_unit)]
+    parts.append(_problems_section(results))
+    Path(path).write_text("\n".join(parts), encoding="utf-8")
+
+
+def _label(names: list[str], grade_id: str) -> str:
+    return ", ".join(names) if names else grade_id
+
+
+def _unit_section(unit: str, results: list[NotebookResult]) -> str:
+    scores = [r.score for r in results]
+    top = max(r.max_score for r in results)
+    rates = pass_rates(results)[unit]
+    labels = {e.grade_id: _label(e.names, e.grade_id) for e in results[0].exercises}
+    rows = "".join(f"<tr><td>{html.escape(exercise)}</td><td>{html.escape(message)}</td><td class=n>{count}</td></tr>"
+                   for (exercise, message), count in mistakes(results).most_common(10))
+    table = (f"<table><tr><th>exercise</th><th>named mistake</th><th>notebooks</th></tr>{rows}</table>" if rows
+             else "<p>No named mistakes.</p>")
+    return (f"<h2>{html.escape(unit)}</h2><p>{len(results)} notebooks; mean score {statistics.mean(scores):.1f}, "
+            f"median {statistics.median(scores):g} of {top:g}.</p><div class=charts>"
+            f"<img alt='histogram of scores in {html.escape(unit)}' src='{_histogram(scores, top, unit)}'>"
+            f"<img alt='pass rate per exercise in {html.escape(unit)}' "
+            f"src='{_pass_chart([labels.get(g, g) for g in rates], list(rates.values()))}'></div>"
+            f"<h3>Most frequent named mistakes</h3>{table}")
+
+
+def _problems_section(results: list[NotebookResult]) -> str:
+    flagged = [r for r in results if r.problems()]
+    if not flagged:
+        return "<h2>Flagged or failed submissions</h2><p>none</p>"
+    rows = "".join(f"<tr><td>{html.escape(r.student or '?')}</td><td>{html.escape(r.unit or '?')}</td>"
+                   f"<td>{html.escape(Path(r.notebook).name)}</td><td>{'failed' if r.error else 'flagged'}</td>"
+                   f"<td><ul>{''.join(f'<li>{html.escape(p)}</li>' for p in r.problems())}</ul></td></tr>"
+                   for r in sorted(flagged, key=lambda r: (r.student or "", r.unit or "")))
+    return ("<h2>Flagged or failed submissions</h2><table><tr><th>student</th><th>unit</th><th>file</th>"
+            f"<th></th><th>reasons</th></tr>{rows}</table>")
+
+
+def _figure(width: float, height: float):
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    rates = pass_rates(results)
-    labels = [f"{unit[:2]} {gid.split('_', 1)[1].removesuffix('_check')}" for unit, ex in rates.items() for gid in ex]
-    values = [rate for ex in rates.values() for rate in ex.values()]
-    fig, ax = plt.subplots(figsize=(8, 0.35 * len(values) + 1.2))
-    ax.barh(range(len(values)), [100 * v for v in values], color="tab:blue")
-    ax.set_yticks(range(len(values)), labels)
+    return plt.subplots(figsize=(width, height))
+
+
+def _png(fig) -> str:
+    """The figure as a data: URL, so the report is one file."""
+    import matplotlib.pyplot as plt
+
+    buffer = io.BytesIO()
+    fig.tight_layout()
+    fig.savefig(buffer, format="png", dpi=100)
+    plt.close(fig)
+    return "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode()
+
+
+def _histogram(scores: list[float], top: float, unit: str) -> str:
+    fig, ax = _figure(4.6, 3.0)
+    bins = [b - 0.5 for b in range(int(top) + 2)]
+    ax.hist(scores, bins=bins, color="tab:blue", edgecolor="white")
+    ax.set_xlabel("total score")
+    ax.set_ylabel("students")
+    ax.set_title(f"{unit}: scores")
+    ax.yaxis.get_major_locator().set_params(integer=True)
+    return _png(fig)
+
+
+def _pass_chart(labels: list[str], rates: list[float]) -> str:
+    fig, ax = _figure(5.2, 0.4 * len(rates) + 1.2)
+    ax.barh(range(len(rates)), [100 * r for r in rates], color="tab:green")
+    ax.set_yticks(range(len(rates)), labels)
     ax.invert_yaxis()
     ax.set_xlim(0, 100)
     ax.set_xlabel("students passing (%)")
-    ax.set_title(f"Class report: {len({r['student'] for r in results})} students")
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    ax.set_title("pass rate per exercise")
+    return _png(fig)

@@ -1,16 +1,32 @@
-"""Run a notebook in a separate process with limits on time, memory and file size.
+"""Run a notebook's cells in a confined process: bubblewrap, plus limits on time and resources.
 
-`execute(notebook, workdir)` starts `python -m grader.sandbox` in its own process group. That
-process runs the cells one by one in a fresh kernel, saving the executed notebook after each
-cell, so whatever happens (an endless loop, a crash, `os._exit`, running out of memory) the
-cells that finished keep their outputs and the grader still decides every grade.
+`execute(notebook, workdir, limits)` runs `python -m grader.sandbox` (the `_run` below) inside
+bubblewrap when it works on this machine:
+- a user id of its own: run as root, the grader enters the sandbox as root and drops to
+  `nobody` (65534) with setpriv, so the kernel's checks of file permissions and of the process
+  limit apply for real; run as anyone else, bubblewrap's user namespace maps 65534 to the
+  instructor, and only the mounts below keep files out of reach;
+- no network (an empty network namespace), its own process, IPC and host-name namespaces, a
+  new session (no typing into the instructor's terminal), killed when the grader dies;
+- a file system holding only read-only copies of the system's /usr, the Python interpreter,
+  the virtual environment and the `grader` package, and one writable folder, `workdir`, with
+  only this submission's notebook: no solutions/, no other submission, no gradebook, no home.
+Limits (RLIMIT_*) on memory, CPU time, processes, file size; a watchdog here on wall time and
+on the size of `workdir`; the runner caps each cell's output. Without bubblewrap only the
+limits apply, and `confinement()` says so loudly.
+
+The runner saves the executed notebook after every cell, so whatever happens (an endless loop,
+a crash, `os._exit`, running out of memory) the cells that finished keep their outputs.
 """
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import resource
+import shutil
 import signal
+import stat
 import subprocess
 import sys
 import time
@@ -19,86 +35,253 @@ from pathlib import Path
 
 import nbformat
 
-CELL_TIMEOUT = 60          # seconds a cell may run
-NOTEBOOK_TIMEOUT = 600     # seconds the whole notebook may run
-MEMORY_LIMIT = 6 * 2**30   # bytes of address space for the kernel (torch needs about 1.5 GiB)
-FILE_LIMIT = 256 * 2**20   # bytes any file written may have
+from .settings import Limits, MiB
+
+NOBODY = 65534
+PACKAGE = Path(__file__).resolve().parent
 
 
 @dataclass
 class Outcome:
-    executed: object        # the notebook as far as it ran
+    executed: object        # the notebook as far as it ran, or None
     problem: str | None     # why it stopped early, if it did
     seconds: float
 
 
-def _limits() -> None:
-    """Applied in the child before it starts: the kernel inherits them."""
+@dataclass(frozen=True)
+class Confinement:
+    command: tuple[str, ...]   # prefix put before the runner's command
+    description: str           # what protects the instructor, for results and warnings
+    drops_user: bool           # processes run as a real other user (the process limit is exact)
+
+
+@functools.cache
+def confinement() -> Confinement:
+    """bubblewrap when it is installed and works here; else the process limits alone."""
+    bwrap = shutil.which("bwrap")
+    unconfined = Confinement((), "process limits only: bubblewrap is missing or does not work here, so "
+                                 "learner code runs as the grader's user and can read and write whatever that "
+                                 "user can (solutions/, other submissions, the gradebook), and reach the network. "
+                                 "Install it: apt-get install bubblewrap", False)
+    if bwrap is None:
+        return unconfined
+    as_root = os.geteuid() == 0
+    command = [bwrap, "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
+               "--die-with-parent", "--new-session", "--cap-drop", "ALL"] if not as_root else \
+              [bwrap, "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
+               "--die-with-parent", "--new-session"]
+    if not as_root:
+        command += ["--unshare-user", "--uid", str(NOBODY), "--gid", str(NOBODY)]
+    for top in ("/usr", "/bin", "/sbin", "/lib", "/lib64", "/lib32", "/libx32"):
+        path = Path(top)
+        if path.is_symlink():
+            command += ["--symlink", os.readlink(path), top]
+        elif path.is_dir():
+            command += ["--ro-bind", top, top]
+    for path in ("/etc/ld.so.cache", "/etc/localtime"):
+        if Path(path).exists():
+            command += ["--ro-bind", path, path]
+    # The interpreter, the environment and this package, at the paths they have here.
+    made: set[Path] = set()
+    for path in sorted({Path(sys.base_prefix).resolve(), Path(sys.prefix).resolve(),
+                        Path(sys.executable).resolve().parent, PACKAGE}):
+        if not str(path).startswith("/usr/"):
+            command += _parents(path, made) + ["--ro-bind", str(path), str(path)]
+    command += ["--proc", "/proc", "--dev", "/dev", "--perms", "1777", "--tmpfs", "/dev/shm"]
+    tail = ["--"]
+    if as_root:  # drop to nobody inside, after the mounts are made
+        tail += ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups",
+                 "--inh-caps=-all", "--bounding-set=-all", "--no-new-privs"]
+    probe = subprocess.run(command + tail + [sys.executable, "-c", "pass"], capture_output=True, timeout=60)
+    if probe.returncode != 0:
+        reason = probe.stderr.decode(errors="replace").strip().splitlines()[-1:] or ["?"]
+        return Confinement((), unconfined.description + f" (bwrap failed: {reason[0][:200]})", False)
+    who = "nobody (uid 65534)" if as_root else "uid 65534 in a user namespace"
+    return Confinement(tuple(command + tail), f"bubblewrap: {who}, no network, read-only system and course "
+                                              "package, a private scratch folder", as_root)
+
+
+def _parents(path: Path, made: set[Path]) -> list[str]:
+    """bubblewrap arguments making the folders above `path` traversable by the sandbox's user
+    (bubblewrap makes them private otherwise)."""
+    args = []
+    for parent in reversed(path.parents[:-1]):
+        if parent not in made:
+            made.add(parent)
+            args += ["--perms", "0755", "--dir", str(parent)]
+    return args
+
+
+def _limits(limits: Limits, processes: int | None) -> None:
+    """Applied in the child before it starts: bubblewrap, the runner and the kernel inherit them."""
     os.setsid()
-    for limit, value in ((resource.RLIMIT_AS, MEMORY_LIMIT), (resource.RLIMIT_FSIZE, FILE_LIMIT),
-                         (resource.RLIMIT_CORE, 0)):
-        soft, hard = resource.getrlimit(limit)
+    wanted = [(resource.RLIMIT_AS, limits.memory_bytes), (resource.RLIMIT_FSIZE, limits.file_bytes),
+              (resource.RLIMIT_CPU, limits.cpu_seconds), (resource.RLIMIT_CORE, 0)]
+    if processes is not None:
+        wanted.append((resource.RLIMIT_NPROC, processes))
+    for limit, value in wanted:
+        _, hard = resource.getrlimit(limit)
         cap = value if hard == resource.RLIM_INFINITY else min(value, hard)
         resource.setrlimit(limit, (cap, cap))
 
 
-def execute(notebook, workdir: Path, cell_timeout: int = CELL_TIMEOUT,
-            notebook_timeout: int = NOTEBOOK_TIMEOUT) -> Outcome:
-    workdir = Path(workdir)
+def _own_tasks() -> int:
+    """Processes and threads this user runs now (RLIMIT_NPROC counts them all)."""
+    uid, count = os.getuid(), 0
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if entry.stat().st_uid == uid:
+                    count += len(os.listdir(entry / "task"))
+            except OSError:
+                pass
+    return count
+
+
+def read_scratch(path: Path, max_bytes: int = 512 * MiB) -> bytes | None:
+    """The bytes of a file learner code could have replaced: None unless it is a regular file
+    (not a link to something else, not a device) of sensible size."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as handle:
+        info = os.fstat(handle.fileno())
+        if not stat.S_ISREG(info.st_mode) or info.st_size > max_bytes:
+            return None
+        return handle.read(max_bytes)
+
+
+def _folder_bytes(folder: Path) -> int:
+    total = 0
+    for root, _, files in os.walk(folder):
+        for name in files:
+            try:
+                total += os.lstat(os.path.join(root, name)).st_size
+            except OSError:
+                pass
+    return total
+
+
+def execute(notebook, workdir: Path, limits: Limits) -> Outcome:
+    """Run `notebook` in `workdir` (a fresh folder holding nothing else the learner may see)."""
+    workdir = Path(workdir).resolve()
     src, out = workdir / "to_run.ipynb", workdir / "executed.ipynb"
     nbformat.write(notebook, src)
+    jail = confinement()
+    if jail.drops_user:
+        for path in (workdir, *workdir.iterdir()):
+            os.chown(path, NOBODY, NOBODY)
+        processes = limits.processes
+    elif jail.command:
+        processes = _own_tasks() + limits.processes   # the count includes the instructor's own
+    else:
+        processes = None   # the instructor's own processes share the count: leave it alone
     env = {
-        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "PATH": os.pathsep.join([str(Path(sys.executable).parent), "/usr/bin", "/bin"]),
         "HOME": str(workdir),
+        "TMPDIR": str(workdir),
         "LANG": "C.UTF-8",
         "MPLBACKEND": "Agg",
         "NBGRADER_EXECUTION": "autograde",   # training cells run their short configuration
         "JUPYTER_PLATFORM_DIRS": "1",
         "JUPYTER_RUNTIME_DIR": str(workdir / ".runtime"),
+        "JUPYTER_CONFIG_DIR": str(workdir / ".jupyter"),
+        "JUPYTER_DATA_DIR": str(workdir / ".jupyter-data"),
         "IPYTHONDIR": str(workdir / ".ipython"),
         "MPLCONFIGDIR": str(workdir / ".matplotlib"),
         "PYTHONDONTWRITEBYTECODE": "1",
+        "PYTHONSAFEPATH": "1",               # the scratch folder is never on the import path
         "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "2"),
     }
+    bind = (*_parents(workdir, set()), "--bind", str(workdir), str(workdir), "--chdir", str(workdir)) \
+        if jail.command else ()
+    prefix = list(jail.command)
+    if prefix:
+        cut = prefix.index("--")
+        prefix[cut:cut] = bind
+    command = prefix + [sys.executable, "-m", "grader.sandbox", str(src), str(out),
+                        str(limits.cell_seconds), str(limits.startup_seconds), str(limits.output_bytes)]
     start = time.monotonic()
-    proc = subprocess.Popen([sys.executable, "-m", "grader.sandbox", str(src), str(out), str(cell_timeout)],
-                            cwd=workdir, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            preexec_fn=_limits)
-    problem = None
+    proc = subprocess.Popen(command, cwd=workdir, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, preexec_fn=lambda: _limits(limits, processes))
+    problem = _watch(proc, workdir, limits, start)
     try:
-        log, _ = proc.communicate(timeout=notebook_timeout)
-        if proc.returncode != 0:
-            tail = log.decode(errors="replace").strip().splitlines()[-1:] or [""]
-            problem = f"the notebook's process stopped (exit code {proc.returncode}): {tail[0][:200]}"
-    except subprocess.TimeoutExpired:
-        problem = f"the notebook ran longer than {notebook_timeout} s and was stopped"
-    finally:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)  # the kernel and anything it started
-        except ProcessLookupError:
-            pass
-        proc.wait()
-    try:
-        executed = nbformat.read(out, as_version=4)
-    except Exception:
+        executed = nbformat.reads(read_scratch(out).decode("utf-8"), as_version=4)
+    except Exception:  # missing, replaced or broken by learner code
         executed = None
     marker = workdir / "stopped.txt"
-    if marker.exists() and problem is None:
-        problem = marker.read_text()
+    if problem is None and (text := read_scratch(marker, 4096)):
+        problem = text.decode(errors="replace")[:300]
     return Outcome(executed, problem, time.monotonic() - start)
 
 
-def _run(src: str, out: str, cell_timeout: int) -> int:
+def _watch(proc: subprocess.Popen, workdir: Path, limits: Limits, start: float) -> str | None:
+    """Wait for the runner, stopping it when the notebook runs too long or writes too much;
+    the runner's own log (which learner code can flood) is kept to its last bytes."""
+    import threading
+
+    tail = bytearray()
+
+    def drain() -> None:
+        for chunk in iter(lambda: proc.stdout.read(65536), b""):
+            tail.extend(chunk)
+            del tail[:-4096]
+
+    reader = threading.Thread(target=drain, daemon=True)
+    reader.start()
+    problem = None
+    try:
+        while proc.poll() is None:
+            if time.monotonic() - start > limits.notebook_seconds:
+                problem = f"the notebook ran longer than {limits.notebook_seconds} s and was stopped"
+                break
+            if _folder_bytes(workdir) > limits.scratch_bytes:
+                problem = f"the notebook wrote more than {limits.scratch_bytes // MiB} MiB of files and was stopped"
+                break
+            time.sleep(0.25)
+    finally:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)  # the sandbox and everything in it
+        except ProcessLookupError:
+            pass
+        proc.wait()
+        reader.join(timeout=5)
+    if problem is None and proc.returncode != 0:
+        last = tail.decode(errors="replace").strip().splitlines()[-1:] or [""]
+        problem = f"the notebook's process stopped (exit code {proc.returncode}): {last[0][:200]}"
+    return problem
+
+
+# --- inside the sandbox ------------------------------------------------------------------------
+
+def _run(src: str, out: str, cell_seconds: int, startup_seconds: int, output_bytes: int) -> int:
     from nbclient import NotebookClient
     from nbclient.exceptions import DeadKernelError
 
+    class CappedClient(NotebookClient):
+        """Keeps at most `output_bytes` of output per cell, then one notice; errors are always
+        kept (they are how the grader learns that a self-check failed)."""
+        capped: set[int] = set()
+
+        def output(self, outs, msg, display_id, cell_index):
+            if msg["msg_type"] != "error" and sum(len(str(o)) for o in outs) > output_bytes:
+                if cell_index not in self.capped:
+                    self.capped.add(cell_index)
+                    outs.append(nbformat.v4.new_output("stream", name="stdout", text=(
+                        f"\n[the grader kept only the first {output_bytes // 1024} KiB of this cell's output]\n")))
+                return None
+            return super().output(outs, msg, display_id, cell_index)
+
     nb = nbformat.read(src, as_version=4)
-    client = NotebookClient(nb, timeout=cell_timeout, kernel_name="python3", allow_errors=True,
-                            interrupt_on_timeout=True, record_timing=False,
-                            error_on_timeout={"ename": "TimeoutError",
-                                              "evalue": f"the cell ran longer than {cell_timeout} s",
-                                              "traceback": []},
-                            resources={"metadata": {"path": str(Path(src).parent)}})
+    client = CappedClient(nb, timeout=cell_seconds, startup_timeout=startup_seconds, kernel_name="python3",
+                          allow_errors=True, interrupt_on_timeout=True, record_timing=False,
+                          extra_arguments=["--IPKernelApp.ignore_cwd=True"],
+                          error_on_timeout={"ename": "TimeoutError",
+                                            "evalue": f"the cell ran longer than {cell_seconds} s",
+                                            "traceback": []},
+                          resources={"metadata": {"path": str(Path(src).parent)}})
+    _save(nb, out)  # a notebook killed in its first cell still comes back, unrun
     with client.setup_kernel():
         for index, cell in enumerate(nb.cells):
             if cell.cell_type != "code":
@@ -107,7 +290,7 @@ def _run(src: str, out: str, cell_timeout: int) -> int:
                 client.execute_cell(cell, index)
             except DeadKernelError:
                 Path(out).with_name("stopped.txt").write_text(
-                    f"the kernel died in cell {index + 1} (out of memory, a crash, or an exit call)")
+                    "the kernel died (a crash, running out of memory, or an exit call)")
                 break
             finally:
                 _save(nb, out)
@@ -126,6 +309,8 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("src")
     parser.add_argument("out")
-    parser.add_argument("cell_timeout", type=int)
+    parser.add_argument("cell_seconds", type=int)
+    parser.add_argument("startup_seconds", type=int)
+    parser.add_argument("output_bytes", type=int)
     ns = parser.parse_args()
-    raise SystemExit(_run(ns.src, ns.out, ns.cell_timeout))
+    raise SystemExit(_run(ns.src, ns.out, ns.cell_seconds, ns.startup_seconds, ns.output_bytes))

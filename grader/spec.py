@@ -162,22 +162,22 @@ def expected(spec: Spec, case: Case) -> tuple[Any, dict[str, Any]]:
     return to_plain(want), {k: to_plain(v) for k, v in mistakes.items()}
 
 
-def _failure(spec: Spec, case: Case, got: Any) -> tuple[str, bool] | None:
-    """(message, whether it names a known mistake), or None when `got` is right."""
+def _failure(spec: Spec, case: Case, got: Any) -> tuple[str, str | None] | None:
+    """(message, the known mistake it names or None), or None when `got` is right."""
     want, mistakes = expected(spec, case)
     message = JUDGES[spec.judge](got, want, mistakes, spec.tol)
     if message is None:
         return None
-    return f"{spec.name} ({case.label}): {message}", message in mistakes
+    return f"{spec.name} ({case.label}): {message}", message if message in mistakes else None
 
 
-def judge_all(spec: Spec, cases: list[Case], results: list[Any]) -> str | None:
-    """The verdict over all cases: None when all pass; else the first message that names a
-    known mistake, or failing that the first failure."""
+def judge_all(spec: Spec, cases: list[Case], results: list[Any]) -> tuple[str, str | None] | None:
+    """The verdict over all cases: None when all pass; else (message, mistake) for the first
+    failure that names a known mistake, or failing that the first failure (mistake None)."""
     failures = [f for f in (_failure(spec, c, r) for c, r in zip(cases, results)) if f]
     if not failures:
         return None
-    return next((m for m, named in failures if named), failures[0][0])
+    return next((f for f in failures if f[1]), failures[0])
 
 
 # --- running specs ---------------------------------------------------------------------------
@@ -189,7 +189,8 @@ _collect_lock = threading.Lock()  # the grader collects from several threads
 def evaluate(spec: Spec, call: Callable[..., Any] | None = None) -> str | None:
     """Run one spec in this process; None when every case passes, else its failure message."""
     cases = spec.all_cases()
-    return judge_all(spec, cases, [call_learner(call or spec.call, case) for case in cases])
+    failure = judge_all(spec, cases, [call_learner(call or spec.call, case) for case in cases])
+    return failure[0] if failure else None
 
 
 def run(*specs: Spec) -> None:

@@ -63,10 +63,10 @@ def graded(tmp_path_factory):
     broken.parent.mkdir(parents=True)
     broken.write_text('{"cells": [ this is not json')
     out = subprocess.run([sys.executable, "-m", "grader", "grade", str(root / "submitted"), "--json",
-                          "--course-dir", str(root), "--cell-timeout", "30", "--plot", str(root / "class.png")],
+                          "--course-dir", str(root), "--cell-timeout", "30", "--report", str(root / "report.html")],
                          capture_output=True, text=True, timeout=900, cwd=course.ROOT)
     assert out.returncode == 0, out.stderr[-3000:]
-    results = {r["student"]: r for r in json.loads(out.stdout.split("\nplot:")[0])}
+    results = {r["student"]: r for r in json.loads(out.stdout)}
     return root, results
 
 
@@ -126,7 +126,7 @@ def test_a_broken_file_is_reported(graded):
     assert results["broken"]["score"] == 0 and "not a readable notebook" in results["broken"]["error"]
 
 
-def test_gradebook_csv_feedback_and_plot(graded):
+def test_gradebook_csv_feedback_and_report(graded):
     from nbgrader.api import Gradebook
 
     root, results = graded
@@ -137,4 +137,16 @@ def test_gradebook_csv_feedback_and_plot(graded):
     assert rows["honest"] == FULL and rows["cosine"] == FULL - 1
     report = (root / "feedback" / "cosine" / UNIT / f"{UNIT}.html").read_text()
     assert "cosine similarity" in report and "BEGIN HIDDEN TESTS" not in report and "dot_product_oracle" not in report
-    assert (root / "class.png").stat().st_size > 1000
+    assert "data:image/png;base64," in (root / "report.html").read_text()
+
+
+def test_autograded_copy_keeps_prose_and_code_but_no_hidden_tests(graded):
+    root, _ = graded
+    copy_ = notebook.read(root / "autograded" / "cosine" / UNIT / f"{UNIT}.ipynb")
+    released = notebook.read(course.release_notebook(UNIT))
+    prose = [c.source for c in released.cells if c.cell_type == "markdown"]
+    assert prose and [c.source for c in copy_.cells if c.cell_type == "markdown"] == prose
+    text = nbformat.writes(copy_)
+    assert "(a.norm() * b.norm())" in text                      # the learner's own code
+    assert "HIDDEN TESTS" not in text and "_oracle" not in text and "Spec(" not in text
+    assert "Grader: \u2717" in text and "cosine similarity" in text

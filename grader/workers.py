@@ -1,0 +1,94 @@
+"""Grade many notebooks at once, each in a worker process of its own, with a progress bar.
+
+Workers only grade (each notebook's learner code runs in its own sandbox below them); the
+results come back to the parent, which alone writes the gradebook, so workers never race on it.
+"""
+from __future__ import annotations
+
+import multiprocessing
+import zlib
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from tqdm import tqdm
+
+from . import course
+from .results import NotebookResult
+from .settings import Limits
+
+
+@dataclass(frozen=True)
+class Submission:
+    """One notebook of one student, laid out as nbgrader's submitted/<student>/<unit>/<file>.ipynb."""
+    student: str
+    unit: str | None        # the folder's unit; None when the folder is not a unit of the course
+    path: Path
+
+    def autograded(self, course_root: Path) -> Path:
+        return course_root / "autograded" / self.student / (self.unit or "unknown") / f"{self.unit or self.path.stem}.ipynb"
+
+
+def submissions(folder: Path, shard: tuple[int, int] | None = None) -> list[Submission]:
+    """Every notebook under folder/<student>/<unit>/; with shard (k, n), only the students whose
+    name hashes to k of n, so n machines can share a class without overlap."""
+    units = set(course.units())
+    found = []
+    for student in sorted(p for p in Path(folder).iterdir() if p.is_dir() and not p.name.startswith(".")):
+        if shard and zlib.crc32(student.name.encode()) % shard[1] != shard[0] - 1:
+            continue
+        for unit_dir in sorted(p for p in student.iterdir() if p.is_dir() and not p.name.startswith(".")):
+            for path in sorted(unit_dir.glob("*.ipynb")):
+                found.append(Submission(student.name, unit_dir.name if unit_dir.name in units else None, path))
+    return found
+
+
+def _grade_one(submission: Submission, limits: Limits, course_root: Path) -> NotebookResult:
+    from .grade import blank_result, grade_notebook
+
+    if submission.unit is None:
+        result = blank_result(submission.path, None, submission.student)
+        result.error = (f"the folder {submission.path.parent.name!r} is not a unit of this course "
+                        f"({', '.join(course.units())}): nbgrader's layout is submitted/<student>/<unit>/")
+        return result
+    try:
+        return grade_notebook(submission.path, submission.unit, limits, student=submission.student,
+                              autograded=submission.autograded(course_root))
+    except Exception as exc:  # a grader fault must not cost the other students their grades
+        result = blank_result(submission.path, submission.unit, submission.student)
+        result.error = f"the grader failed on this notebook: {type(exc).__name__}: {exc}"
+        return result
+
+
+def grade_all(items: list[Submission], limits: Limits, workers: int, course_root: Path,
+              done: Callable[[Submission, NotebookResult], None], progress: bool = True) -> None:
+    """Grade every item in `workers` processes; `done` is called here, in this process, as soon
+    as each result arrives. A worker that dies takes only its own notebook's grade with it
+    (after one retry)."""
+    pending, tries = list(items), {item: 0 for item in items}
+    bar = tqdm(total=len(items), unit="notebook", desc="grading", disable=not progress)
+    context = multiprocessing.get_context("spawn")  # no fork of a process that holds torch's threads
+    while pending:
+        with ProcessPoolExecutor(max_workers=max(1, min(workers, len(pending))), mp_context=context) as pool:
+            futures = {pool.submit(_grade_one, item, limits, course_root): item for item in pending}
+            pending = []
+            while futures:
+                finished, _ = wait(futures, return_when=FIRST_COMPLETED)
+                for future in finished:
+                    item = futures.pop(future)
+                    try:
+                        result = future.result()
+                    except BrokenProcessPool:
+                        tries[item] += 1
+                        if tries[item] < 2:
+                            pending.append(item)
+                            continue
+                        from .grade import blank_result
+
+                        result = blank_result(item.path, item.unit, item.student)
+                        result.error = "the grader's worker process died on this notebook twice"
+                    done(item, result)
+                    bar.update(1)
+    bar.close()

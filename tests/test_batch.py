@@ -1,0 +1,102 @@
+"""Nothing lost: a batch killed half-way resumes without grading again what was done, gives the
+same grades with one worker or two, and grading again keeps Formgrader's manual grades."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import nbformat
+from grader import course, notebook
+from reference import answers, student_notebook
+
+UNIT = "01_dot_product"
+
+
+def _class(root: Path) -> dict[str, float]:
+    """Four students and the total each must get."""
+    wrong = answers(UNIT)
+    wrong["u01_dot_product"] = "def dot_product(a, b):\n    return (a * b).sum() + 1"
+    notebooks = {"ann": (student_notebook(UNIT), 5.0), "bob": (student_notebook(UNIT, wrong), 4.0),
+                 "cy": (notebook.read(course.release_notebook(UNIT)), 0.0), "dee": (student_notebook(UNIT), 5.0)}
+    for student, (nb, _) in notebooks.items():
+        path = root / "submitted" / student / UNIT / f"{UNIT}.ipynb"
+        path.parent.mkdir(parents=True)
+        nbformat.write(nb, path)
+    return {student: score for student, (_, score) in notebooks.items()}
+
+
+def _command(root: Path, *extra: str) -> list[str]:
+    return [sys.executable, "-m", "grader", "grade", str(root / "submitted"), "--course-dir", str(root),
+            "--cell-timeout", "60", *extra]
+
+
+def _grade(root: Path, *extra: str) -> tuple[dict[str, float], str]:
+    out = subprocess.run(_command(root, "--json", *extra), capture_output=True, text=True, timeout=900,
+                         cwd=course.ROOT)
+    assert out.returncode == 0, out.stderr[-3000:]
+    return {r["student"]: r["score"] for r in json.loads(out.stdout)}, out.stderr
+
+
+def _stored(root: Path) -> dict[str, float]:
+    """When each notebook's stored result was written: a notebook graded again gets a new time."""
+    return {p.parent.name: p.stat().st_mtime for p in (root / "grader_results").glob(f"*/{UNIT}.json")}
+
+
+def test_killed_batch_resumes_and_workers_agree(tmp_path):
+    from nbgrader.api import Gradebook
+
+    expected = _class(tmp_path)
+    # One worker, killed as soon as its first notebook is recorded.
+    proc = subprocess.Popen(_command(tmp_path, "--workers", "1"), cwd=course.ROOT, start_new_session=True,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 600
+    while not _stored(tmp_path) and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.2)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    before = _stored(tmp_path)
+    assert 1 <= len(before) < len(expected), "the kill should land half-way"
+
+    # Restarted with two workers: finishes, and what was done is not graded again.
+    scores, _ = _grade(tmp_path, "--workers", "2")
+    assert scores == expected
+    after = _stored(tmp_path)
+    assert {s: after[s] for s in before} == before
+
+    # Grading again from scratch with one worker gives the same grades, and keeps a manual grade.
+    db = f"sqlite:///{tmp_path / 'gradebook.db'}"
+    with Gradebook(db, course.COURSE_ID) as gb:
+        grade = gb.find_grade("u01_dot_product_check", UNIT, UNIT, "bob")
+        grade.manual_score = 1.0
+        gb.db.commit()
+    scores, _ = _grade(tmp_path, "--workers", "1", "--regrade")
+    assert scores == expected
+    with Gradebook(db, course.COURSE_ID) as gb:
+        grade = gb.find_grade("u01_dot_product_check", UNIT, UNIT, "bob")
+        assert (grade.auto_score, grade.manual_score, grade.score) == (0.0, 1.0, 1.0)
+        assert gb.find_submission(UNIT, "ann").score == 5.0
+
+
+def test_shards_split_the_class_without_overlap(tmp_path):
+    from grader.workers import submissions
+
+    _class(tmp_path)
+    everyone = {s.student for s in submissions(tmp_path / "submitted")}
+    shares = [{s.student for s in submissions(tmp_path / "submitted", (k, 3))} for k in (1, 2, 3)]
+    assert set().union(*shares) == everyone and sum(map(len, shares)) == len(everyone)
+
+
+def test_missing_solutions_is_a_clear_error(tmp_path, monkeypatch, capsys):
+    from grader import cli
+
+    path = tmp_path / "x.ipynb"
+    nbformat.write(student_notebook(UNIT), path)
+    monkeypatch.setattr(course, "SOLUTIONS", tmp_path / "nowhere")
+    assert cli.main(["grade", str(path)]) == 2
+    message = capsys.readouterr().err
+    assert "solutions" in message and "git clone" in message
