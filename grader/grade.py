@@ -146,6 +146,12 @@ def _judge(gid: str, unit: str, jobs, outcome) -> tuple[list[str], str | None]:
     error = _error_of(_cell(outcome.executed, "visible", gid))
     if error:
         messages.append(f"the self-check failed: {error}")
+    if messages:  # the root cause first: an answer cell that stopped with an error
+        answers = next(e.answer_ids for e in notebook.exercises(_source(unit)) if e.grade_id == gid)
+        for cell in outcome.executed.cells:
+            if notebook.grade_id(cell) in answers and (error := _error_of(cell)) and not error.startswith("not reached"):
+                messages.insert(0, f"your answer cell {notebook.grade_id(cell)!r} raised {error}")
+                break
     return messages, mistake
 
 

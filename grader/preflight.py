@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import uuid
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -84,24 +85,29 @@ def _read(path: Path, result: Preflight):
         result.rejection = f"{path.name} is not a readable notebook: JSON without a list of cells"
         return None
     version = data.get("nbformat")
+    if version == 4 and data.get("nbformat_minor", 0) >= 5:  # 4.5 requires ids; counted before nbformat mends them
+        if bad := _give_cells_ids(data.get("cells", [])):
+            result.repairs.append(f"{bad} cell(s) had no valid or unique id; ids were added")
     try:
-        nb = nbformat.reads(json.dumps(data), as_version=4)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            nb = nbformat.reads(json.dumps(data), as_version=4)
     except Exception as exc:  # nbformat raises several kinds on malformed notebooks
         result.rejection = f"{path.name} is not a readable notebook: {str(exc).splitlines()[0][:200]}"
         return None
     if version != 4:
         result.repairs.append(f"the notebook was in nbformat {version}; it was converted to nbformat 4")
-    missing = _give_cells_ids(nb)
-    if missing:
-        result.repairs.append(f"{missing} cell(s) had no valid or unique id; ids were added")
+    nb.nbformat, nb.nbformat_minor = 4, max(5, nb.get("nbformat_minor", 0))
+    _give_cells_ids(nb.cells)
     return nb
 
 
-def _give_cells_ids(nb) -> int:
+def _give_cells_ids(cells: list) -> int:
     """Give every cell a unique id, as nbformat 4.5 requires; returns how many were changed."""
     seen, changed = set(), 0
-    nb.nbformat, nb.nbformat_minor = 4, max(5, nb.get("nbformat_minor", 0))
-    for cell in nb.cells:
+    for cell in cells:
+        if not isinstance(cell, dict):
+            continue
         cid = cell.get("id")
         if not isinstance(cid, str) or not cid or cid in seen or len(cid) > 64:
             cell["id"] = uuid.uuid4().hex[:8]

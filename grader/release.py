@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import filecmp
 import json
+import math
 import shutil
 import tempfile
 from pathlib import Path
@@ -42,6 +43,39 @@ def _fixture_text(unit: str) -> str:
     return "{\n" + ",\n".join(lines) + "\n}\n"
 
 
+# Stored values are float32 results computed on some CPU; another CPU may round the last bit
+# differently (1.0000001192092896 here, 1.0 there). Values agree when they are within a few
+# float32 steps, relative to their size; a real change of a check is far larger.
+FLOAT32_STEPS = 16
+EPS32 = 2.0 ** -23
+
+
+def same_fixture(stored: Any, fresh: Any, where: str = "") -> str | None:
+    """None when two fixtures agree: the same structure, strings, integers and booleans, and
+    floats within FLOAT32_STEPS float32 steps; else where they first differ."""
+    if isinstance(stored, float) or isinstance(fresh, float):
+        if isinstance(stored, bool) or isinstance(fresh, bool) or not all(
+                isinstance(v, (int, float)) for v in (stored, fresh)):
+            return f"{where}: {stored!r} vs {fresh!r}"
+        if math.isnan(stored) and math.isnan(fresh) or stored == fresh:
+            return None
+        if abs(stored - fresh) <= FLOAT32_STEPS * EPS32 * max(1.0, abs(fresh)):
+            return None
+        return f"{where}: {stored!r} vs {fresh!r}"
+    if type(stored) is not type(fresh):
+        return f"{where}: {type(stored).__name__} vs {type(fresh).__name__}"
+    if isinstance(stored, dict):
+        if list(stored) != list(fresh):
+            return f"{where}: keys {sorted(set(stored) ^ set(fresh))[:3]} differ"
+        return next((d for k in stored if (d := same_fixture(stored[k], fresh[k], f"{where} › {k}" if where else k))), None)
+    if isinstance(stored, list):
+        if len(stored) != len(fresh):
+            return f"{where}: {len(stored)} vs {len(fresh)} items"
+        return next((d for i, (a, b) in enumerate(zip(stored, fresh))
+                     if (d := same_fixture(a, b, f"{where}[{i}]"))), None)
+    return None if stored == fresh else f"{where}: {str(stored)[:60]!r} vs {str(fresh)[:60]!r}"
+
+
 def release(check: bool = False, units: list[str] | None = None) -> list[str]:
     """Regenerate notebooks/ and grader/fixtures/ from solutions/, or with `check` only report
     what is out of date. Returns the problems found (empty when all is in sync)."""
@@ -58,8 +92,10 @@ def release(check: bool = False, units: list[str] | None = None) -> list[str]:
             text, fixture = _fixture_text(unit), FIXTURES / f"{unit}.json"
             if check:
                 problems += [f"notebooks/{unit}/{name} is out of date" for name in _differences(fresh, shipped)]
-                if not fixture.exists() or fixture.read_text(encoding="utf-8") != text:
-                    problems.append(f"grader/fixtures/{unit}.json is out of date")
+                stored = json.loads(fixture.read_text(encoding="utf-8")) if fixture.exists() else None
+                difference = "the file is missing" if stored is None else same_fixture(stored, json.loads(text))
+                if difference:
+                    problems.append(f"grader/fixtures/{unit}.json is out of date: {difference}")
             else:
                 shutil.rmtree(shipped, ignore_errors=True)
                 shutil.copytree(fresh, shipped)

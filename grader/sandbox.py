@@ -2,10 +2,10 @@
 
 `execute(notebook, workdir, limits)` runs `python -m grader.sandbox` (the `_run` below) inside
 bubblewrap when it works on this machine:
-- a user id of its own: run as root, the grader enters the sandbox as root and drops to
-  `nobody` (65534) with setpriv, so the kernel's checks of file permissions and of the process
-  limit apply for real; run as anyone else, bubblewrap's user namespace maps 65534 to the
-  instructor, and only the mounts below keep files out of reach;
+- a user id of its own: run as root, the grader enters the sandbox as root and drops to an
+  unused user id (one per worker) with setpriv, so the kernel's checks of file permissions and
+  of the process limit apply for real; run as anyone else, bubblewrap's user namespace maps
+  65534 to the instructor, and only the mounts below keep files out of reach;
 - no network (an empty network namespace), its own process, IPC and host-name namespaces, a
   new session (no typing into the instructor's terminal), killed when the grader dies;
 - a file system holding only read-only copies of the system's /usr, the Python interpreter,
@@ -88,17 +88,28 @@ def confinement() -> Confinement:
         if not str(path).startswith("/usr/"):
             command += _parents(path, made) + ["--ro-bind", str(path), str(path)]
     command += ["--proc", "/proc", "--dev", "/dev", "--perms", "1777", "--tmpfs", "/dev/shm"]
-    tail = ["--"]
-    if as_root:  # drop to nobody inside, after the mounts are made
-        tail += ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups",
-                 "--inh-caps=-all", "--bounding-set=-all", "--no-new-privs"]
+    command.append("--")
+    tail = _drop_to(NOBODY) if as_root else []
     probe = subprocess.run(command + tail + [sys.executable, "-c", "pass"], capture_output=True, timeout=60)
     if probe.returncode != 0:
         reason = probe.stderr.decode(errors="replace").strip().splitlines()[-1:] or ["?"]
         return Confinement((), unconfined.description + f" (bwrap failed: {reason[0][:200]})", False)
-    who = "nobody (uid 65534)" if as_root else "uid 65534 in a user namespace"
-    return Confinement(tuple(command + tail), f"bubblewrap: {who}, no network, read-only system and course "
-                                              "package, a private scratch folder", as_root)
+    who = "a user id of its own" if as_root else "uid 65534 in a user namespace"
+    return Confinement(tuple(command), f"bubblewrap: {who}, no network, read-only system and course "
+                                       "package, a private scratch folder", as_root)
+
+
+def _drop_to(uid: int) -> list[str]:
+    """Become `uid` inside the sandbox once its mounts are made, with no capabilities left."""
+    return ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--inh-caps=-all",
+            "--bounding-set=-all", "--no-new-privs"]
+
+
+def sandbox_uid() -> int:
+    """A user id for this grading process's sandbox, different from every other worker's (their
+    process ids differ), so that one notebook's fork bomb uses up its own process limit only.
+    Ids above 100000 belong to no account on a normal system."""
+    return 100_000 + os.getpid() % 100_000
 
 
 def _parents(path: Path, made: set[Path]) -> list[str]:
@@ -169,9 +180,12 @@ def execute(notebook, workdir: Path, limits: Limits) -> Outcome:
     src, out = workdir / "to_run.ipynb", workdir / "executed.ipynb"
     nbformat.write(notebook, src)
     jail = confinement()
+    prefix, suffix = list(jail.command), []
     if jail.drops_user:
+        uid = sandbox_uid()
         for path in (workdir, *workdir.iterdir()):
-            os.chown(path, NOBODY, NOBODY)
+            os.chown(path, uid, uid)
+        suffix = _drop_to(uid)
         processes = limits.processes
     elif jail.command:
         processes = _own_tasks() + limits.processes   # the count includes the instructor's own
@@ -194,13 +208,9 @@ def execute(notebook, workdir: Path, limits: Limits) -> Outcome:
         "PYTHONSAFEPATH": "1",               # the scratch folder is never on the import path
         "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "2"),
     }
-    bind = (*_parents(workdir, set()), "--bind", str(workdir), str(workdir), "--chdir", str(workdir)) \
-        if jail.command else ()
-    prefix = list(jail.command)
-    if prefix:
-        cut = prefix.index("--")
-        prefix[cut:cut] = bind
-    command = prefix + [sys.executable, "-m", "grader.sandbox", str(src), str(out),
+    if prefix:  # the scratch folder, the only writable place, goes before bubblewrap's "--"
+        prefix[-1:-1] = [*_parents(workdir, set()), "--bind", str(workdir), str(workdir), "--chdir", str(workdir)]
+    command = prefix + suffix + [sys.executable, "-m", "grader.sandbox", str(src), str(out),
                         str(limits.cell_seconds), str(limits.startup_seconds), str(limits.output_bytes)]
     start = time.monotonic()
     proc = subprocess.Popen(command, cwd=workdir, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
@@ -262,15 +272,24 @@ def _run(src: str, out: str, cell_seconds: int, startup_seconds: int, output_byt
     class CappedClient(NotebookClient):
         """Keeps at most `output_bytes` of output per cell, then one notice; errors are always
         kept (they are how the grader learns that a self-check failed)."""
+        sizes: dict[int, int] = {}   # bytes of output kept so far, per cell
         capped: set[int] = set()
 
         def output(self, outs, msg, display_id, cell_index):
-            if msg["msg_type"] != "error" and sum(len(str(o)) for o in outs) > output_bytes:
-                if cell_index not in self.capped:
+            if msg["msg_type"] == "error":
+                return super().output(outs, msg, display_id, cell_index)
+            left = output_bytes - self.sizes.get(cell_index, 0)
+            content = msg["content"]
+            if msg["msg_type"] == "stream" and len(content.get("text", "")) > left > 0:
+                content["text"] = content["text"][:left]   # the kernel sends output in big batches
+            size = len(content["text"]) if msg["msg_type"] == "stream" else len(str(content))
+            if size > left:
+                if cell_index not in self.capped:  # say it once
                     self.capped.add(cell_index)
                     outs.append(nbformat.v4.new_output("stream", name="stdout", text=(
                         f"\n[the grader kept only the first {output_bytes // 1024} KiB of this cell's output]\n")))
                 return None
+            self.sizes[cell_index] = output_bytes - left + size
             return super().output(outs, msg, display_id, cell_index)
 
     nb = nbformat.read(src, as_version=4)

@@ -142,7 +142,7 @@ def call_learner(fn: Callable[..., Any], case: Case) -> Any:
     try:
         with quiet():
             return to_plain(fn(*clone_args(case.args), **clone_args(case.kwargs)))
-    except Exception as exc:  # the learner's code may raise anything; report it
+    except (Exception, SystemExit) as exc:  # the learner's code may raise anything; report it
         return error_value(exc)
 
 

@@ -26,7 +26,8 @@ def _normalise(requirements: list[str]) -> set[str]:
 
 def test_environment_yml_lists_the_same_packages_as_pyproject():
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    wanted = project["dependencies"] + project["optional-dependencies"]["test"]
+    extras = project["optional-dependencies"]
+    wanted = project["dependencies"] + extras["test"] + extras["postgres"]
     assert _normalise(_pip_section_of_environment_yml()) == _normalise(wanted)
 
 

@@ -1,0 +1,39 @@
+"""The class report: one self-contained HTML file with charts, mistakes and problems, escaped."""
+from __future__ import annotations
+
+from grader.report import pass_rates, write_report
+from grader.results import ExerciseResult, NotebookResult
+
+
+def _result(student: str, unit: str, passed: list[bool], mistake: str | None = None, **kw) -> NotebookResult:
+    exercises = [ExerciseResult(f"u01_ex{i}_check", [f"ex{i}"], 1.0) for i in range(len(passed))]
+    for exercise, ok in zip(exercises, passed):
+        exercise.grade([] if ok else [mistake or "values differ"], None if ok else mistake)
+    return NotebookResult(f"{unit}.ipynb", unit, student, exercises, **kw)
+
+
+def _class() -> list[NotebookResult]:
+    cosine = "you computed the cosine <script>alert(1)</script>"
+    return [_result("ann", "01_dot_product", [True, True]),
+            _result("bob", "01_dot_product", [False, True], cosine),
+            _result("cy", "01_dot_product", [False, False], cosine, flags=["kernel 'evil' is not python3"]),
+            _result("dee", "02_softmax", [True, False]),
+            NotebookResult("x.ipynb", None, "eve", error="x.ipynb is empty (0 bytes)")]
+
+
+def test_pass_rates():
+    rates = pass_rates(_class())
+    assert rates["01_dot_product"] == {"u01_ex0_check": 1 / 3, "u01_ex1_check": 2 / 3}
+    assert rates["02_softmax"] == {"u01_ex0_check": 1.0, "u01_ex1_check": 0.0}
+
+
+def test_report_is_one_file_with_charts_mistakes_and_problems(tmp_path):
+    path = tmp_path / "report.html"
+    write_report(_class(), path)
+    text = path.read_text()
+    assert text.count("data:image/png;base64,") == 4          # a histogram and a pass-rate chart per unit
+    assert "<script>" not in text and "&lt;script&gt;" in text  # learner text is escaped
+    row = text[text.index("you computed the cosine"):]
+    assert row.split("<td class=n>")[1].startswith("2<")     # counted once per notebook that made it
+    assert "is empty (0 bytes)" in text and "&#x27;evil&#x27; is not python3" in text
+    assert "src='http" not in text and "<link" not in text   # nothing to fetch
