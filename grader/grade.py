@@ -26,11 +26,6 @@ def _source(unit: str):
 
 
 @functools.cache
-def _release(unit: str):
-    return preflight.released(unit)
-
-
-@functools.cache
 def _specs(unit: str, grade_id: str) -> tuple[tuple[Spec, str], ...]:
     """The specs of one exercise with the learner-side source of each."""
     exercise = next(e for e in notebook.exercises(_source(unit)) if e.grade_id == grade_id)
@@ -84,7 +79,7 @@ def grade_notebook(path: Path, unit: str | None = None, limits: Limits = Limits(
 def _build(nb, unit: str, workdir: Path):
     """The notebook to run: the learner's cells, locked and test cells restored from the
     released version, each test cell followed by the calls of its hidden checks."""
-    release = {notebook.grade_id(c): c for c in _release(unit).cells if notebook.grade_id(c)}
+    release = {notebook.grade_id(c): c for c in preflight.released(unit).cells if notebook.grade_id(c)}
     tests = [e.grade_id for e in notebook.exercises(_source(unit))]
     cells, seen, jobs = [], set(), {}
 
@@ -199,7 +194,7 @@ def _error_of(cell) -> str | None:
 def write_autograded(result: NotebookResult, executed, path: Path) -> None:
     """The learner's notebook as it ran — prose, code and outputs — each test cell showing the
     grader's verdict and no hidden code: what nbgrader's generate_feedback turns into the report."""
-    release = _release(result.unit)
+    release = preflight.released(result.unit)
     release_meta = {notebook.grade_id(c): c.metadata for c in release.cells if notebook.grade_id(c)}
     cells = []
     for cell in executed.cells:

@@ -6,6 +6,7 @@ note, or the notebook is rejected with a reason, and the batch goes on.
 """
 from __future__ import annotations
 
+import functools
 import json
 import uuid
 import warnings
@@ -25,7 +26,9 @@ class Preflight:
     rejection: str | None = None                        # why it cannot be graded at all
 
 
+@functools.cache
 def released(unit: str):
+    """The student notebook of `unit` as released (read once; callers copy before editing)."""
     return notebook.read(course.release_notebook(unit))
 
 

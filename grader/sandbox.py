@@ -279,18 +279,19 @@ def _run(src: str, out: str, cell_seconds: int, startup_seconds: int, output_byt
             if msg["msg_type"] == "error":
                 return super().output(outs, msg, display_id, cell_index)
             left = output_bytes - self.sizes.get(cell_index, 0)
-            content = msg["content"]
+            content, cut = msg["content"], False
             if msg["msg_type"] == "stream" and len(content.get("text", "")) > left > 0:
-                content["text"] = content["text"][:left]   # the kernel sends output in big batches
+                content["text"], cut = content["text"][:left], True   # the kernel sends output in batches
             size = len(content["text"]) if msg["msg_type"] == "stream" else len(str(content))
-            if size > left:
-                if cell_index not in self.capped:  # say it once
-                    self.capped.add(cell_index)
-                    outs.append(nbformat.v4.new_output("stream", name="stdout", text=(
-                        f"\n[the grader kept only the first {output_bytes // 1024} KiB of this cell's output]\n")))
-                return None
-            self.sizes[cell_index] = output_bytes - left + size
-            return super().output(outs, msg, display_id, cell_index)
+            kept = None
+            if size <= left:
+                self.sizes[cell_index] = output_bytes - left + size
+                kept = super().output(outs, msg, display_id, cell_index)
+            if (cut or size > left) and cell_index not in self.capped:  # say it once
+                self.capped.add(cell_index)
+                outs.append(nbformat.v4.new_output("stream", name="stdout", text=(
+                    f"\n[the grader kept only the first {output_bytes // 1024} KiB of this cell's output]\n")))
+            return kept
 
     nb = nbformat.read(src, as_version=4)
     client = CappedClient(nb, timeout=cell_seconds, startup_timeout=startup_seconds, kernel_name="python3",

@@ -185,7 +185,11 @@ def batch(tmp_path_factory):
                          capture_output=True, text=True, timeout=1500, cwd=course.ROOT)
     assert out.returncode == 0, out.stderr[-3000:]
     after = _digest(repository), _digest(klass.rglob("*"))
-    return root, {r["student"]: r for r in json.loads(out.stdout)}, before, after
+    results = {r["student"]: r for r in json.loads(out.stdout)}
+    for name, r in results.items():  # the outcome of each vector (pytest -s shows it)
+        failed = next((e["feedback"] for e in r["exercises"] if not e["passed"]), "")
+        print(f"{name:24} {r['score']:g}/{r['max_score']:g}  {r['error'] or '; '.join(r['flags']) or failed}"[:300])
+    return root, results, before, after
 
 
 def test_the_batch_grades_everyone(batch):
