@@ -14,7 +14,7 @@ from typing import Any
 import nbformat
 import torch
 
-from . import course, notebook, preflight, sandbox
+from . import course, notebook, preflight, sandbox, settings
 from .results import ExerciseResult, NotebookResult
 from .settings import Limits
 from .spec import Spec, collect, judge_all, learner_side_source, quiet, sanitize
@@ -49,18 +49,20 @@ def checksum(path: Path) -> str:
         return ""
 
 
-def grade_notebook(path: Path, unit: str | None = None, limits: Limits = Limits(),
+def grade_notebook(path: Path, unit: str | None = None, limits: Limits | None = None,
                    student: str | None = None, autograded: Path | None = None) -> NotebookResult:
     """Grade one notebook; never raises for a bad submission (the reason goes in `error`).
-    With `autograded`, also write the notebook as it ran, with the verdicts, to that path."""
+    `limits` default to grader.settings.load()'s. With `autograded`, also write the notebook as
+    it ran, with the verdicts, to that path."""
     path = Path(path)
+    limits = limits or settings.load().limits
     check = preflight.check(path, unit)
     result = blank_result(path, check.unit, student)
     result.flags += check.repairs
     if check.rejection:
         result.error = check.rejection
         return result
-    with tempfile.TemporaryDirectory(prefix="grade-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="grade-", ignore_cleanup_errors=True) as tmp:
         to_run, jobs = _build(check.notebook, check.unit, Path(tmp))
         outcome = sandbox.execute(to_run, Path(tmp), limits)
         result.seconds = outcome.seconds

@@ -104,6 +104,7 @@ def _histogram(scores: list[float], top: float, unit: str) -> str:
     fig, ax = _figure(4.6, 3.0)
     bins = [b - 0.5 for b in range(int(top) + 2)]
     ax.hist(scores, bins=bins, color="tab:blue", edgecolor="white")
+    ax.set_xticks(range(0, int(top) + 1, max(1, int(top) // 10)))
     ax.set_xlabel("total score")
     ax.set_ylabel("students")
     ax.set_title(f"{unit}: scores")

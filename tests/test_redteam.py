@@ -24,6 +24,12 @@ import pytest
 from grader import course, notebook, sandbox
 from reference import answers, student_notebook
 
+# Without the sandbox these submissions would really write into the repository and fork-bomb
+# the machine: the red team runs only where bubblewrap works.
+pytestmark = pytest.mark.skipif(not sandbox.confinement().command,
+                                reason="bubblewrap is not installed or does not work here (apt-get install "
+                                       "bubblewrap): hostile submissions are not run unconfined")
+
 UNIT = "01_dot_product"
 MARK = f"/tmp/redteam-{uuid.uuid4().hex[:8]}"          # a file no submission may create
 WRONG = "def dot_product(a, b):\n    return (a * b).sum() + 1\n"   # the honest wrong answer: 4/5
@@ -207,19 +213,12 @@ def test_no_free_points_and_a_reason(batch, vector):
     assert vector.reason in said, said
 
 
-needs_bubblewrap = pytest.mark.skipif(not sandbox.confinement().command,
-                                      reason="bubblewrap is not installed or does not work here "
-                                             "(apt-get install bubblewrap): learner code is not isolated")
-
-
-@needs_bubblewrap
 def test_nothing_outside_the_scratch_folders_changed(batch):
     _, _, before, after = batch
     assert before == after
     assert not Path(MARK).exists()
 
 
-@needs_bubblewrap
 def test_nothing_secret_reached_the_feedback(batch):
     """Every student's copy holds reference answers (the cells they did not attack), so the
     secrets are what only solutions/ holds: the hidden tests and the solution markers."""
