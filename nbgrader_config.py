@@ -20,9 +20,9 @@ c.ClearSolutions.code_stub = {"python": "# YOUR CODE HERE\nraise NotImplementedE
 # Grading runs every cell; training cells read NBGRADER_EXECUTION and train briefly.
 c.Execute.timeout = 120
 c.Execute.interrupt_on_timeout = True
-# A busy machine (a class graded on a shared server, a laptop doing other work) is slow to
-# start a kernel and to deliver a training cell's last output: nbclient's defaults (60 s, 4 s)
-# fail such notebooks although nothing is wrong with them.
+# A busy machine (a shared grading server, a laptop doing other work) is slow to start a kernel
+# and to deliver a cell's last output after its reply: nbclient's defaults (60 s, 4 s) fail sound
+# notebooks there, since nbgrader's Execute sets raise_on_iopub_timeout=True.
 c.Execute.startup_timeout = 120
 c.Execute.iopub_timeout = 60
 # A learner who deletes a test cell gets it back rather than a "needs manual grading".

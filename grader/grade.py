@@ -175,12 +175,14 @@ def _cell(executed, role: str, gid: str):
 
 def _unfinished(outputs: Path, outcome, calls_cell) -> str:
     """Why the calls of a check left no (or too few) results."""
-    progress = sandbox.read_scratch(outputs.with_suffix(".progress"), 4096)
-    if progress:
-        return outcome.problem or "it ran too long or stopped the kernel"
+    if calls_cell is not None and calls_cell.get("metadata", {}).get("grader", {}).get("timed_out"):
+        return "it ran longer than the grader's time limit for a cell and was stopped"
     error = _error_of(calls_cell)
     if error and not error.startswith("not reached"):
-        return f"the notebook's state broke the check ({error}); run it top to bottom and fix the first error"
+        return (f"the check stopped with {error} (raised by your code, or by the notebook's state); "
+                "run the notebook top to bottom and fix the first error")
+    if sandbox.read_scratch(outputs.with_suffix(".progress"), 4096):
+        return outcome.problem or "it stopped the kernel"
     return outcome.problem or "the check was not reached (an earlier cell stopped the notebook)"
 
 

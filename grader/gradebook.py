@@ -2,8 +2,12 @@
 one notebook at a time, as soon as it is graded."""
 from __future__ import annotations
 
+import contextlib
+import hashlib
+import os
 import tempfile
 from pathlib import Path
+from typing import Iterator
 
 from . import course
 from .results import NotebookResult
@@ -11,25 +15,73 @@ from .results import NotebookResult
 course.nbgrader_environment()
 
 
+# The key of the PostgreSQL advisory lock that register_units holds (any fixed 64-bit number).
+_SETUP_LOCK = int.from_bytes(hashlib.sha256(b"grader.gradebook.register_units").digest()[:8], "big", signed=True)
+
+
 def register_units(units: list[str], course_root: Path, db_url: str) -> None:
-    """Record each unit's graded cells in the gradebook (nbgrader generate_assignment), once."""
+    """Record each unit's graded cells in the gradebook (nbgrader generate_assignment), once.
+    Safe to call from several processes at once (e.g. `grade --shard` runs sharing a gradebook):
+    one at a time creates the tables and records the units, the others then find them there."""
     from nbgrader.api import Gradebook, MissingEntry
 
-    with Gradebook(db_url, course.COURSE_ID) as gb:
-        def known(unit: str) -> bool:
-            try:
-                return bool(gb.find_assignment(unit).notebooks)
-            except MissingEntry:
-                return False
-        missing = [unit for unit in units if not known(unit)]
-    if not missing:
-        return
-    with tempfile.TemporaryDirectory() as release_tmp:
-        api = course.nbgrader_api(course_root, release_dir=Path(release_tmp), db_url=db_url)
-        for unit in missing:
-            outcome = api.generate_assignment(unit, force=True)
-            if not outcome["success"]:
-                raise RuntimeError(f"could not record {unit} in the gradebook {db_url}: {outcome['log'][-500:]}")
+    with _one_process_at_a_time(db_url):
+        with Gradebook(db_url, course.COURSE_ID) as gb:
+            def known(unit: str) -> bool:
+                try:
+                    return bool(gb.find_assignment(unit).notebooks)
+                except MissingEntry:
+                    return False
+            missing = [unit for unit in units if not known(unit)]
+        if not missing:
+            return
+        with tempfile.TemporaryDirectory() as release_tmp:
+            api = course.nbgrader_api(course_root, release_dir=Path(release_tmp), db_url=db_url)
+            for unit in missing:
+                outcome = api.generate_assignment(unit, force=True)
+                if not outcome["success"]:
+                    raise RuntimeError(f"could not record {unit} in the gradebook {db_url}: {outcome['log'][-500:]}")
+
+
+@contextlib.contextmanager
+def _one_process_at_a_time(db_url: str) -> Iterator[None]:
+    """Hold an exclusive lock on the gradebook's setup. nbgrader creates tables and records
+    cells with check-then-insert steps, which fail (duplicate table, UNIQUE constraint) when
+    two processes do them at once. PostgreSQL: a session advisory lock in that database;
+    SQLite: an flock on the folder that holds the database file (no lock file to leave behind)."""
+    from sqlalchemy import create_engine, text
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.pool import NullPool
+
+    url = make_url(db_url)
+    backend = url.get_backend_name()
+    if backend == "postgresql":
+        engine = create_engine(url, poolclass=NullPool)
+        try:
+            with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+                conn.execute(text("SELECT pg_advisory_lock(:key)"), {"key": _SETUP_LOCK})
+                try:
+                    yield
+                finally:
+                    with contextlib.suppress(Exception):  # closing the connection releases it too
+                        conn.execute(text("SELECT pg_advisory_unlock(:key)"), {"key": _SETUP_LOCK})
+        finally:
+            engine.dispose()
+    elif backend == "sqlite" and url.database and url.database != ":memory:" and not url.database.startswith("file:"):
+        try:
+            import fcntl
+            folder = os.open(Path(url.database).resolve().parent, os.O_RDONLY)
+        except (ImportError, OSError):  # Windows, or no folder yet (then nbgrader fails anyway)
+            folder = None
+        try:
+            if folder is not None:
+                fcntl.flock(folder, fcntl.LOCK_EX)  # released when closed, or when the process ends
+            yield
+        finally:
+            if folder is not None:
+                os.close(folder)
+    else:  # another database: no lock (run one register_units before starting parallel graders)
+        yield
 
 
 def record(result: NotebookResult, db_url: str) -> None:
@@ -43,7 +95,10 @@ def record(result: NotebookResult, db_url: str) -> None:
         gb.update_or_create_student(result.student)
         gb.update_or_create_submission(result.unit, result.student)
         for exercise in result.exercises:
-            gb.find_grade(exercise.grade_id, result.unit, result.unit, result.student).auto_score = exercise.points
+            grade = gb.find_grade(exercise.grade_id, result.unit, result.unit, result.student)
+            grade.auto_score = exercise.points
+            # as nbgrader's autograde does: a manual score given before asks for a look again
+            grade.needs_manual_grade = grade.manual_score is not None
         gb.db.commit()
 
 

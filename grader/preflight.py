@@ -17,6 +17,8 @@ import nbformat
 
 from . import course, notebook
 
+MAX_BYTES = 64 * 2**20   # far above any notebook of the course with its outputs
+
 
 @dataclass
 class Preflight:
@@ -67,10 +69,18 @@ def check(path: Path, unit: str | None = None) -> Preflight:
 
 def _read(path: Path, result: Preflight):
     """The notebook in nbformat 4.5, or None with `result.rejection` set."""
+    if path.is_symlink():  # an unpacked archive keeps links: to the solutions, to someone else's work
+        result.rejection = f"{path.name} is a symbolic link, not a notebook: links are not graded"
+        return None
     try:
-        raw = path.read_bytes()
+        with open(path, "rb") as handle:
+            raw = handle.read(MAX_BYTES + 1)
     except OSError as exc:
         result.rejection = f"{path.name} could not be read: {exc.strerror}"
+        return None
+    if len(raw) > MAX_BYTES:
+        result.rejection = (f"{path.name} is larger than {MAX_BYTES // 2**20} MiB: clear the outputs "
+                            "(Edit > Clear Outputs of All Cells), save and submit it again")
         return None
     if not raw.strip():
         result.rejection = f"{path.name} is empty ({len(raw)} bytes): the notebook was not saved before it was submitted"

@@ -38,6 +38,7 @@ import nbformat
 from .settings import Limits, MiB
 
 NOBODY = 65534
+EXECUTED_BYTES = 64 * MiB   # the executed notebook read back: its outputs are capped per cell
 PACKAGE = Path(__file__).resolve().parent
 
 
@@ -78,7 +79,7 @@ def confinement() -> Confinement:
             command += ["--symlink", os.readlink(path), top]
         elif path.is_dir():
             command += ["--ro-bind", top, top]
-    for path in ("/etc/ld.so.cache", "/etc/localtime"):
+    for path in ("/etc/ld.so.cache", "/etc/localtime", "/etc/fonts"):   # fonts: matplotlib, quietly
         if Path(path).exists():
             command += ["--ro-bind", path, path]
     # The interpreter, the environment and this package, at the paths they have here.
@@ -87,7 +88,7 @@ def confinement() -> Confinement:
                         Path(sys.executable).resolve().parent, PACKAGE}):
         if not str(path).startswith("/usr/"):
             command += _parents(path, made) + ["--ro-bind", str(path), str(path)]
-    command += ["--proc", "/proc", "--dev", "/dev", "--perms", "1777", "--tmpfs", "/dev/shm"]
+    command += ["--proc", "/proc", "--dev", "/dev"]   # /dev/shm: in the scratch folder, see execute()
     command.append("--")
     tail = _drop_to(NOBODY) if as_root else []
     probe = subprocess.run(command + tail + [sys.executable, "-c", "pass"], capture_output=True, timeout=60)
@@ -174,11 +175,71 @@ def _folder_bytes(folder: Path) -> int:
     return total
 
 
+def _tree_memory(pid: int) -> int:
+    """Bytes of memory that `pid` and all its descendants use (their proportional share of
+    pages, so that forked children are not counted twice). RLIMIT_AS caps each process; this
+    caps them together."""
+    total, todo, seen = 0, [pid], set()
+    while todo:
+        pid = todo.pop()
+        if pid in seen:
+            continue
+        seen.add(pid)
+        try:
+            for task in os.listdir(f"/proc/{pid}/task"):
+                with open(f"/proc/{pid}/task/{task}/children") as handle:
+                    todo += [int(child) for child in handle.read().split()]
+            with open(f"/proc/{pid}/smaps_rollup") as handle:
+                total += next((int(line.split()[1]) * 1024 for line in handle if line.startswith("Pss:")), 0)
+        except (OSError, ValueError):  # it ended meanwhile
+            pass
+    return total
+
+
+def cap_outputs(nb, output_bytes: int):
+    """At most `output_bytes` of output per cell, then a notice; an error output is kept (it is
+    how the grader learns that a check stopped), shortened. The runner caps outputs as they
+    come; this holds for a notebook file that learner code rewrote too."""
+    for cell in nb.cells:
+        if cell.cell_type != "code":
+            continue
+        kept, left, full = [], output_bytes, False
+        for output in cell.get("outputs", []):
+            if output.get("output_type") == "error":
+                output["evalue"] = str(output.get("evalue", ""))[:2000]
+                output["traceback"] = [str(line)[:2000] for line in output.get("traceback", [])[-20:]]
+                kept.append(output)
+                continue
+            stream = output.get("output_type") == "stream"
+            if full or stream and output.get("text") == _capped_notice(output_bytes):  # the runner's own notice
+                if not full:
+                    kept.append(output)
+                full = True
+                continue
+            size = len(str(output.get("text", ""))) if stream else len(str(output))
+            if size <= left:
+                kept.append(output)
+                left -= size
+                continue
+            if stream and left > 0:
+                output["text"] = str(output["text"])[:left]
+                kept.append(output)
+            kept.append(nbformat.v4.new_output("stream", name="stdout", text=_capped_notice(output_bytes)))
+            full = True
+        cell.outputs = kept
+    return nb
+
+
+def _capped_notice(output_bytes: int) -> str:
+    return f"\n[the grader kept only the first {output_bytes // 1024} KiB of this cell's output]\n"
+
+
 def execute(notebook, workdir: Path, limits: Limits) -> Outcome:
     """Run `notebook` in `workdir` (a fresh folder holding nothing else the learner may see)."""
     workdir = Path(workdir).resolve()
-    src, out = workdir / "to_run.ipynb", workdir / "executed.ipynb"
+    src, out, shm = workdir / "to_run.ipynb", workdir / "executed.ipynb", workdir / ".shm"
     nbformat.write(notebook, src)
+    shm.mkdir()
     jail = confinement()
     prefix, suffix = list(jail.command), []
     if jail.drops_user:
@@ -208,16 +269,19 @@ def execute(notebook, workdir: Path, limits: Limits) -> Outcome:
         "PYTHONSAFEPATH": "1",               # the scratch folder is never on the import path
         "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "2"),
     }
-    if prefix:  # the scratch folder, the only writable place, goes before bubblewrap's "--"
-        prefix[-1:-1] = [*_parents(workdir, set()), "--bind", str(workdir), str(workdir), "--chdir", str(workdir)]
+    if prefix:  # the scratch folder, the only writable place, goes before bubblewrap's "--";
+        # /dev/shm lives in it, so that the watchdog's cap on files counts what is written there
+        prefix[-1:-1] = [*_parents(workdir, set()), "--bind", str(workdir), str(workdir),
+                         "--bind", str(shm), "/dev/shm", "--chdir", str(workdir)]
     command = prefix + suffix + [sys.executable, "-m", "grader.sandbox", str(src), str(out),
                         str(limits.cell_seconds), str(limits.startup_seconds), str(limits.output_bytes)]
     start = time.monotonic()
     proc = subprocess.Popen(command, cwd=workdir, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, preexec_fn=lambda: _limits(limits, processes))
     problem = _watch(proc, workdir, limits, start)
-    try:
-        executed = nbformat.reads(read_scratch(out).decode("utf-8"), as_version=4)
+    try:  # learner code may have replaced it: read it as the runner would have written it
+        text = read_scratch(out, EXECUTED_BYTES).decode("utf-8")
+        executed = cap_outputs(nbformat.reads(text, as_version=4), limits.output_bytes)
     except Exception:  # missing, replaced or broken by learner code
         executed = None
     marker = workdir / "stopped.txt"
@@ -248,6 +312,10 @@ def _watch(proc: subprocess.Popen, workdir: Path, limits: Limits, start: float) 
                 break
             if _folder_bytes(workdir) > limits.scratch_bytes:
                 problem = f"the notebook wrote more than {limits.scratch_bytes // MiB} MiB of files and was stopped"
+                break
+            if _tree_memory(proc.pid) > limits.memory_bytes:
+                problem = (f"the notebook's processes together used more than {limits.memory_bytes // MiB} MiB "
+                           "of memory and were stopped")
                 break
             time.sleep(0.25)
     finally:
@@ -289,9 +357,13 @@ def _run(src: str, out: str, cell_seconds: int, startup_seconds: int, output_byt
                 kept = super().output(outs, msg, display_id, cell_index)
             if (cut or size > left) and cell_index not in self.capped:  # say it once
                 self.capped.add(cell_index)
-                outs.append(nbformat.v4.new_output("stream", name="stdout", text=(
-                    f"\n[the grader kept only the first {output_bytes // 1024} KiB of this cell's output]\n")))
+                outs.append(nbformat.v4.new_output("stream", name="stdout", text=_capped_notice(output_bytes)))
             return kept
+
+        async def _async_handle_timeout(self, timeout, cell=None):
+            if cell is not None:  # the grader tells a cut-off cell from one whose code raised
+                cell.metadata.setdefault("grader", {})["timed_out"] = True
+            return await super()._async_handle_timeout(timeout, cell)
 
     nb = nbformat.read(src, as_version=4)
     client = CappedClient(nb, timeout=cell_seconds, startup_timeout=startup_seconds, kernel_name="python3",

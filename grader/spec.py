@@ -96,20 +96,30 @@ def to_plain(x: Any, depth: int = 0) -> Any:
     return {"__error__": f"returned an object of type {type(x).__name__}"}
 
 
-def sanitize(x: Any, depth: int = 0) -> Any:
+MAX_VALUES = 1_000_000   # values in one check's results: far more than any check returns
+
+
+def sanitize(x: Any) -> Any:
     """Check that a value read back from the learner's process is plain data, as `to_plain`
-    makes it. Anything else (a forged file) is turned into an error value."""
-    if depth > 5:
-        return {"__error__": "the result is nested too deeply"}
-    if type(x) is torch.Tensor:
-        return x
-    if type(x) in _SCALARS:
-        return x
-    if type(x) in (list, tuple):
-        return type(x)(sanitize(v, depth + 1) for v in x)
-    if isinstance(x, dict) and all(type(k) is str for k in x):
-        return {k: sanitize(v, depth + 1) for k, v in x.items()}
-    return {"__error__": f"unexpected value of type {type(x).__name__}"}
+    makes it: anything else (a forged file) becomes an error value; a structure of more than
+    MAX_VALUES values (a pickle of shared references expands without end) raises ValueError."""
+    budget = [MAX_VALUES]
+
+    def walk(x: Any, depth: int) -> Any:
+        budget[0] -= 1
+        if budget[0] < 0:
+            raise ValueError(f"the results hold more than {MAX_VALUES} values")
+        if depth > 5:
+            return {"__error__": "the result is nested too deeply"}
+        if type(x) is torch.Tensor or type(x) in _SCALARS:
+            return x
+        if type(x) in (list, tuple):
+            return type(x)(walk(v, depth + 1) for v in x)
+        if isinstance(x, dict) and all(type(k) is str for k in x):
+            return {k: walk(v, depth + 1) for k, v in x.items()}
+        return {"__error__": f"unexpected value of type {type(x).__name__}"}
+
+    return walk(x, 0)
 
 
 def error_value(exc: BaseException) -> dict:
@@ -264,10 +274,15 @@ def load_params(module: torch.nn.Module, state: dict[str, torch.Tensor]) -> torc
 @contextlib.contextmanager
 def forbid(*names: str, reason: str = "this exercise asks you to write it yourself") -> Iterator[None]:
     """While learner code runs, make the named library functions raise (e.g. "torch.dot",
-    "torch.Tensor.__matmul__"): for exercises whose point is to build them by hand."""
+    "torch.Tensor.__matmul__"): for exercises whose point is to build them by hand. Names the
+    notebook bound to them (`from torch import dot`, `_dot = torch.dot`) are blocked too. A
+    teaching aid that names the shortcut, not an enforcement: a copy made another way (inside
+    a closure, a default argument) is not found."""
     import importlib
+    import sys
 
     saved = []
+    notebook = vars(sys.modules["__main__"])   # the kernel's namespace: the learner's globals
     try:
         for name in names:
             owner_name, attr = name.rsplit(".", 1)
@@ -280,9 +295,16 @@ def forbid(*names: str, reason: str = "this exercise asks you to write it yourse
                 raise RuntimeError(f"{_name.replace('__matmul__', '__matmul__ (the @ operator)')} is not "
                                    f"allowed here: {reason}")
 
-            saved.append((owner, attr, owner.__dict__.get(attr, getattr(owner, attr))))
+            original = owner.__dict__.get(attr, getattr(owner, attr))
+            saved.append((owner, attr, original))
             setattr(owner, attr, blocked)
+            for alias in [k for k, v in notebook.items() if v is original and not k.startswith("__")]:
+                saved.append((notebook, alias, original))
+                notebook[alias] = blocked
         yield
     finally:
         for owner, attr, original in reversed(saved):
-            setattr(owner, attr, original)
+            if isinstance(owner, dict):
+                owner[attr] = original
+            else:
+                setattr(owner, attr, original)

@@ -22,44 +22,73 @@ from .settings import Limits
 
 @dataclass(frozen=True)
 class Submission:
-    """One notebook of one student, laid out as nbgrader's submitted/<student>/<unit>/<file>.ipynb."""
+    """One student's notebook for one unit, laid out as nbgrader's submitted/<student>/<unit>/<unit>.ipynb."""
     student: str
-    unit: str | None        # the folder's unit; None when the folder is not a unit of the course
+    unit: str | None                  # the folder's unit; None when the folder is not a unit of the course
     path: Path
+    rejection: str | None = None      # why it is not graded at all (found while listing the class)
+    notes: tuple[str, ...] = ()       # what the listing noticed, for the result's flags
 
     def autograded(self, course_root: Path) -> Path:
         return course_root / "autograded" / self.student / (self.unit or "unknown") / f"{self.unit or self.path.stem}.ipynb"
 
 
 def submissions(folder: Path, shard: tuple[int, int] | None = None) -> list[Submission]:
-    """Every notebook under folder/<student>/<unit>/; with shard (k, n), only the students whose
-    name hashes to k of n, so n machines can share a class without overlap."""
+    """One submission per student and unit folder under folder/<student>/<unit>/; with shard
+    (k, n), only the students whose name hashes to k of n, so n machines can share a class
+    without overlap."""
+    folder = Path(folder)
     units = set(course.units())
     found = []
-    for student in sorted(p for p in Path(folder).iterdir() if p.is_dir() and not p.name.startswith(".")):
+    for student in sorted(p for p in folder.iterdir() if p.is_dir() and not p.name.startswith(".")):
         if shard and zlib.crc32(student.name.encode()) % shard[1] != shard[0] - 1:
             continue
         for unit_dir in sorted(p for p in student.iterdir() if p.is_dir() and not p.name.startswith(".")):
-            for path in sorted(unit_dir.glob("*.ipynb")):
-                found.append(Submission(student.name, unit_dir.name if unit_dir.name in units else None, path))
+            unit = unit_dir.name if unit_dir.name in units else None
+            notebooks = sorted(unit_dir.glob("*.ipynb"))
+            if notebooks:
+                found.append(_one_per_unit(student.name, unit, unit_dir, notebooks, folder))
     return found
+
+
+def _one_per_unit(student: str, unit: str | None, unit_dir: Path, notebooks: list[Path], top: Path) -> Submission:
+    """The notebook that stands for a student's unit: <unit>.ipynb, or the only notebook there.
+    The gradebook holds one grade per student and unit, so extra notebooks are named, not graded."""
+    named = unit_dir / f"{unit}.ipynb"
+    path = named if named in notebooks else notebooks[0]
+    others = [p.name for p in notebooks if p != path]
+    notes = (f"also in the folder, not graded: {', '.join(others)}",) if others else ()
+    rejection = None
+    if unit is None:
+        rejection = (f"the folder {unit_dir.name!r} is not a unit of this course "
+                     f"({', '.join(course.units())}): nbgrader's layout is submitted/<student>/<unit>/")
+    elif any(p.is_symlink() for p in (unit_dir.parent, unit_dir, path)) or \
+            not path.resolve().is_relative_to(top.resolve()):
+        rejection = f"{path.relative_to(top)} is a symbolic link or lies in one: links are not graded"
+    elif path != named and others:
+        rejection = (f"{len(notebooks)} notebooks and none named {unit}.ipynb: cannot tell which one to grade; "
+                     f"keep one, named {unit}.ipynb")
+    elif path != named:
+        notes = (f"the notebook is named {path.name}, not {unit}.ipynb; it was graded as {unit}",)
+    return Submission(student, unit, path, rejection, notes)
 
 
 def _grade_one(submission: Submission, limits: Limits, course_root: Path) -> NotebookResult:
     from .grade import blank_result, grade_notebook
 
-    if submission.unit is None:
-        result = blank_result(submission.path, None, submission.student)
-        result.error = (f"the folder {submission.path.parent.name!r} is not a unit of this course "
-                        f"({', '.join(course.units())}): nbgrader's layout is submitted/<student>/<unit>/")
+    if submission.rejection:
+        result = blank_result(submission.path, submission.unit, submission.student)
+        result.error = submission.rejection
+        result.flags += submission.notes
         return result
     try:
-        return grade_notebook(submission.path, submission.unit, limits, student=submission.student,
-                              autograded=submission.autograded(course_root))
+        result = grade_notebook(submission.path, submission.unit, limits, student=submission.student,
+                                autograded=submission.autograded(course_root))
     except Exception as exc:  # a grader fault must not cost the other students their grades
         result = blank_result(submission.path, submission.unit, submission.student)
         result.error = f"the grader failed on this notebook: {type(exc).__name__}: {exc}"
-        return result
+    result.flags += submission.notes
+    return result
 
 
 def grade_all(items: list[Submission], limits: Limits, workers: int, course_root: Path,

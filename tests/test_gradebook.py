@@ -1,43 +1,44 @@
 """Grades land in nbgrader's gradebook one notebook at a time, on SQLite and on a real
-PostgreSQL server; grading again keeps manual grades; parallel writers lose nothing."""
+PostgreSQL server (tests/postgres.py starts one); grading again keeps what an instructor gave
+in Formgrader; several processes at once (as `grade --shard` runs do) lose nothing."""
 from __future__ import annotations
 
+import csv
 import multiprocessing
 
 import pytest
 
-import postgres
 from grader import course, gradebook, notebook
 from grader.results import ExerciseResult, NotebookResult
 
 UNIT = "01_dot_product"
-
-
-@pytest.fixture(scope="module")
-def postgres_url():
-    yield from postgres.server()
+CHECKS = ["u01_dot_product_check", "u01_attention_scores_for_check",
+          "u01_similarity_matrix_check", "u01_cosine_similarity_matrix_check"]
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
 def db_url(request, tmp_path):
+    """A fresh, empty gradebook: a SQLite file, or a new database on the session's server."""
     if request.param == "sqlite":
         return f"sqlite:///{tmp_path / 'gradebook.db'}"
-    return request.getfixturevalue("postgres_url")
+    return request.getfixturevalue("postgres_database")
 
 
 def result(student: str, points: list[float]) -> NotebookResult:
+    """What grading a notebook of UNIT found: these points, exercise by exercise."""
     exercises = notebook.exercises(notebook.read(course.source_notebook(UNIT)))
-    return NotebookResult(f"{UNIT}.ipynb", UNIT, student,
-                          [ExerciseResult(e.grade_id, [], e.points, p, p == e.points)
+    assert [e.grade_id for e in exercises] == CHECKS and len(points) == len(exercises)
+    return NotebookResult(f"submitted/{student}/{UNIT}/{UNIT}.ipynb", UNIT, student,
+                          [ExerciseResult(e.grade_id, [], e.points, p, p == e.points, "passed" if p == e.points else "wrong")
                            for e, p in zip(exercises, points)])
 
 
-def _record_many(db_url: str, students: list[str]) -> None:
-    for student in students:
-        gradebook.record(result(student, [1, 1, 0, 2]), db_url)
+def test_the_unit_has_the_exercises_these_tests_score():
+    exercises = notebook.exercises(notebook.read(course.source_notebook(UNIT)))
+    assert [(e.grade_id, e.points) for e in exercises] == list(zip(CHECKS, [1.0, 1.0, 1.0, 2.0]))
 
 
-def test_record_regrade_keeps_manual_grades_and_export(db_url, tmp_path):
+def test_record_regrade_keeps_manual_grades_and_comments_and_export(db_url, tmp_path):
     from nbgrader.api import Gradebook
 
     gradebook.register_units([UNIT], tmp_path / "course", db_url)
@@ -48,28 +49,75 @@ def test_record_regrade_keeps_manual_grades_and_export(db_url, tmp_path):
 
     with Gradebook(db_url, course.COURSE_ID) as gb:  # what an instructor does in Formgrader
         grade = gb.find_grade("u01_dot_product_check", UNIT, UNIT, "bob")
-        grade.manual_score = 1.0
+        assert (grade.auto_score, grade.manual_score, grade.needs_manual_grade) == (0.0, None, False)
+        grade.manual_score = 0.5
+        gb.find_comment("u01_dot_product", UNIT, UNIT, "bob").manual_comment = "Nearly: see the sum."
         gb.db.commit()
-    gradebook.record(result("bob", [0, 1, 1, 0]), db_url)
+    assert gradebook.scores(db_url, UNIT) == {"ann": 5.0, "bob": 1.5}  # the manual score counts
+
+    gradebook.record(result("bob", [0, 1, 1, 2]), db_url)  # grading again, e.g. after a fix
     with Gradebook(db_url, course.COURSE_ID) as gb:
         grade = gb.find_grade("u01_dot_product_check", UNIT, UNIT, "bob")
-        assert (grade.auto_score, grade.manual_score) == (0.0, 1.0)
-    assert gradebook.scores(db_url, UNIT) == {"ann": 5.0, "bob": 3.0}
+        assert (grade.auto_score, grade.manual_score, grade.score) == (0.0, 0.5, 0.5)
+        assert grade.needs_manual_grade  # as nbgrader's autograde flags it: a manual score to look at again
+        assert gb.find_comment("u01_dot_product", UNIT, UNIT, "bob").manual_comment == "Nearly: see the sum."
+        cosine = gb.find_grade("u01_cosine_similarity_matrix_check", UNIT, UNIT, "bob")
+        assert (cosine.auto_score, cosine.manual_score, cosine.score) == (2.0, None, 2.0)
+        assert not gb.find_grade("u01_dot_product_check", UNIT, UNIT, "ann").needs_manual_grade
+    assert gradebook.scores(db_url, UNIT) == {"ann": 5.0, "bob": 4.5}
 
     gradebook.export_csv(db_url, tmp_path / "grades.csv")
-    text = (tmp_path / "grades.csv").read_text()
-    assert "ann" in text and "bob" in text
+    with open(tmp_path / "grades.csv", newline="") as f:
+        rows = {row["student_id"]: row for row in csv.DictReader(f)}
+    assert set(rows) == {"ann", "bob"}
+    assert {s: (row["assignment"], float(row["score"]), float(row["max_score"])) for s, row in rows.items()} == \
+        {"ann": (UNIT, 5.0, 5.0), "bob": (UNIT, 4.5, 5.0)}
 
 
-def test_parallel_writers_lose_nothing(db_url, tmp_path):
-    gradebook.register_units([UNIT], tmp_path / "course", db_url)
-    batches = [[f"s{w}_{i}" for i in range(5)] for w in range(4)]
+def _shard(db_url: str, course_root: str, students: list[str]) -> None:
+    """One `grade --shard` process: register the unit, then record each of its students."""
+    from pathlib import Path
+
+    gradebook.register_units([UNIT], Path(course_root), db_url)
+    for n, student in enumerate(students):
+        gradebook.record(result(student, [1, n % 2, 1, 2]), db_url)
+
+
+def test_several_processes_at_once_lose_nothing(db_url, tmp_path):
+    """Four processes start on an empty gradebook at once, each registers the unit (only one
+    may create the tables and cells) and records five students; every grade lands, intact."""
+    shards = [[f"s{w}_{i}" for i in range(5)] for w in range(4)]
     context = multiprocessing.get_context("spawn")
-    workers = [context.Process(target=_record_many, args=(db_url, batch)) for batch in batches]
+    workers = [context.Process(target=_shard, args=(db_url, str(tmp_path / f"course{w}"), students))
+               for w, students in enumerate(shards)]
     for w in workers:
         w.start()
     for w in workers:
-        w.join(180)
-    assert all(w.exitcode == 0 for w in workers)
-    scores = gradebook.scores(db_url, UNIT)
-    assert all(scores.get(s) == 4.0 for batch in batches for s in batch), scores
+        w.join(300)
+    assert [w.exitcode for w in workers] == [0] * len(workers)
+
+    expected = {s: 4.0 + n % 2 for students in shards for n, s in enumerate(students)}
+    assert gradebook.scores(db_url, UNIT) == expected
+
+    from nbgrader.api import Gradebook
+
+    with Gradebook(db_url, course.COURSE_ID) as gb:
+        assert len(gb.assignments) == 1 and len(gb.find_assignment(UNIT).notebooks) == 1
+        assert sorted(c.name for c in gb.find_notebook(UNIT, UNIT).grade_cells) == sorted(CHECKS)
+        assert sorted(s.id for s in gb.students) == sorted(expected)
+        for students in shards:
+            for n, student in enumerate(students):
+                submission = gb.find_submission_notebook(UNIT, UNIT, student)
+                assert sorted((g.name, g.auto_score) for g in submission.grades) == \
+                    sorted(zip(CHECKS, [1.0, float(n % 2), 1.0, 2.0])), student
+
+
+@pytest.mark.parametrize("driver", ["psycopg", "psycopg2"])
+def test_either_postgres_driver_reaches_the_gradebook(driver, postgres_database, tmp_path):
+    """pyproject's postgres extra installs both drivers SQLAlchemy may pick for postgresql://
+    (psycopg 3 from SQLAlchemy 2.1, psycopg2 before); either one keeps the gradebook."""
+    pytest.importorskip(driver, reason=f"{driver} is not installed: pip install -e '.[postgres]'")
+    db_url = postgres_database.replace("postgresql://", f"postgresql+{driver}://", 1)
+    gradebook.register_units([UNIT], tmp_path / "course", db_url)
+    gradebook.record(result("ann", [1, 0, 1, 2]), db_url)
+    assert gradebook.scores(db_url, UNIT) == {"ann": 4.0}

@@ -20,15 +20,19 @@ def _pip_section_of_environment_yml() -> list[str]:
     return out
 
 
-def _normalise(requirements: list[str]) -> set[str]:
-    return {re.sub(r"\s+", "", r).lower().replace("_", "-") for r in requirements}
+def _normalise(requirements: list[str]) -> list[str]:
+    return [re.sub(r"\s+", "", r).lower().replace("_", "-") for r in requirements]
 
 
 def test_environment_yml_lists_the_same_packages_as_pyproject():
+    """environment.yml's pip list: pyproject's dependencies and its test and postgres extras,
+    each once."""
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     extras = project["optional-dependencies"]
-    wanted = project["dependencies"] + extras["test"] + extras["postgres"]
-    assert _normalise(_pip_section_of_environment_yml()) == _normalise(wanted)
+    wanted = list(dict.fromkeys(_normalise(project["dependencies"] + extras["test"] + extras["postgres"])))
+    listed = _normalise(_pip_section_of_environment_yml())
+    assert sorted(set(listed)) == sorted(wanted)
+    assert len(listed) == len(set(listed)), f"listed twice in environment.yml: {sorted({r for r in listed if listed.count(r) > 1})}"
 
 
 def test_environment_yml_pins_the_python_the_course_needs():
