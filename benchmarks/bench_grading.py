@@ -122,12 +122,15 @@ def class_times(cell_seconds: int = 30) -> None:
             time.sleep(0.2)
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
-        done = len(list(stored.glob("*/*.json")))
+        kept = {p: p.stat().st_mtime_ns for p in stored.glob("*/*.json")}
         out = subprocess.run(command, capture_output=True, text=True)
         total = time.perf_counter() - start
         resumed = {(r["student"], r["notebook"]): r["score"] for r in json.loads(out.stdout)}
-        print(f"  killed after {done} notebooks were recorded, restarted: {count - done} graded, "
-              f"{total:.1f} s in all; scores {'identical' if resumed == scores[0] else 'DIFFERENT'}")
+        regraded = [p for p in stored.glob("*/*.json") if kept.get(p) != p.stat().st_mtime_ns]
+        again = sum(p in kept for p in regraded)
+        print(f"  killed after {len(kept)} notebooks were recorded, restarted: {len(regraded)} graded "
+              f"({again} of them graded twice), {total:.1f} s in all; "
+              f"scores {'identical' if resumed == scores[0] else 'DIFFERENT'}")
 
 
 def main(units: list[str]) -> None:

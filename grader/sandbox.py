@@ -79,11 +79,11 @@ def confinement() -> Confinement:
             command += ["--symlink", os.readlink(path), top]
         elif path.is_dir():
             command += ["--ro-bind", top, top]
-    for path in ("/etc/ld.so.cache", "/etc/localtime", "/etc/fonts"):   # fonts: matplotlib, quietly
-        if Path(path).exists():
-            command += ["--ro-bind", path, path]
-    # The interpreter, the environment and this package, at the paths they have here.
     made: set[Path] = set()
+    for path in ("/etc/ld.so.cache", "/etc/localtime", "/etc/fonts"):   # fonts: plots, without complaints
+        if Path(path).exists():
+            command += _parents(Path(path), made) + ["--ro-bind", path, path]
+    # The interpreter, the environment and this package, at the paths they have here.
     for path in sorted({Path(sys.base_prefix).resolve(), Path(sys.prefix).resolve(),
                         Path(sys.executable).resolve().parent, PACKAGE}):
         if not str(path).startswith("/usr/"):
@@ -265,6 +265,7 @@ def execute(notebook, workdir: Path, limits: Limits) -> Outcome:
         "JUPYTER_DATA_DIR": str(workdir / ".jupyter-data"),
         "IPYTHONDIR": str(workdir / ".ipython"),
         "MPLCONFIGDIR": str(workdir / ".matplotlib"),
+        "XDG_CACHE_HOME": str(workdir / ".cache"),
         "PYTHONDONTWRITEBYTECODE": "1",
         "PYTHONSAFEPATH": "1",               # the scratch folder is never on the import path
         "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "2"),
@@ -325,9 +326,13 @@ def _watch(proc: subprocess.Popen, workdir: Path, limits: Limits, start: float) 
             pass
         proc.wait()
         reader.join(timeout=5)
-    if problem is None and proc.returncode != 0:
+    code = proc.returncode
+    if problem is None and (code < 0 or code > 128):  # bubblewrap passes on a signal as 128 + its number
+        problem = (f"the notebook's process was killed (signal {abs(code) % 128}), by its own code or by "
+                   "running out of memory")
+    elif problem is None and code != 0:
         last = tail.decode(errors="replace").strip().splitlines()[-1:] or [""]
-        problem = f"the notebook's process stopped (exit code {proc.returncode}): {last[0][:200]}"
+        problem = f"the notebook's process stopped (exit code {code}): {last[0][:200]}"
     return problem
 
 
