@@ -191,7 +191,7 @@ def _error_of(cell) -> str | None:
         return "not reached (an earlier cell stopped the notebook)"
     for output in cell.get("outputs", []):
         if output.get("output_type") == "error":
-            return f"{output.get('ename', 'Error')}: {str(output.get('evalue', ''))[:300]}"
+            return f"{output.get('ename', 'Error')}: {str(output.get('evalue', ''))[:300]}".rstrip(": ")
     return None
 
 

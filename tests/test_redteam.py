@@ -344,7 +344,7 @@ MEMORY_BOMB = "hog = bytearray(20 * 2**30)\n" + ALT["u01_dot_product"]
 # Several fresh processes, each well under the per-process memory limit, together above the
 # notebook's limit: 5 × 1.5 GiB.
 MEMORY_FORKED = """import subprocess, sys
-hog = "import sys, time\\nhog = b'1' * (3 * 2**29)\\nsys.stdout.write('1')\\nsys.stdout.flush()\\ntime.sleep(20)"
+hog = "import sys, time\\nhog = b'1' * (3 * 2**29)\\nsys.stdout.write('1')\\nsys.stdout.flush()\\ntime.sleep(90)"
 kids = [subprocess.Popen([sys.executable, "-c", hog], stdout=subprocess.PIPE) for _ in range(5)]
 held = sum(kid.stdout.read(1) == b"1" for kid in kids)
 print("HELD", held * 1.5, "GiB in", held, "processes")
@@ -551,7 +551,7 @@ def batch(tmp_path_factory) -> Batch:
     hashes = _digest_files(repository)
     start = time.monotonic()
     out = subprocess.run([sys.executable, "-m", "grader", "grade", str(klass), "--json", "--course-dir", str(root),
-                          "--workers", "2", "--cell-timeout", "20", "--notebook-timeout", "240"],
+                          "--workers", "2", "--cell-timeout", "60", "--notebook-timeout", "240"],
                          capture_output=True, text=True, timeout=900, cwd=course.ROOT,
                          env={**os.environ, "TMPDIR": str(scratch)})   # scratch folders under root, to check
     seconds = time.monotonic() - start
