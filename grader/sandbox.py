@@ -268,7 +268,9 @@ def execute(notebook, workdir: Path, limits: Limits) -> Outcome:
         "XDG_CACHE_HOME": str(workdir / ".cache"),
         "PYTHONDONTWRITEBYTECODE": "1",
         "PYTHONSAFEPATH": "1",               # the scratch folder is never on the import path
-        "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "2"),
+        # One thread per notebook: workers already fill the cores, and torch's threads spin-wait
+        # on a busy machine (unit 08 took 321 s beside one busy process with 2 threads, 17 s with 1).
+        "OMP_NUM_THREADS": "1",
     }
     if prefix:  # the scratch folder, the only writable place, goes before bubblewrap's "--";
         # /dev/shm lives in it, so that the watchdog's cap on files counts what is written there
