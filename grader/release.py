@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import filecmp
 import json
-import math
 import shutil
 import tempfile
 from pathlib import Path
 from typing import Any
 
+import torch
+
 from . import course, notebook
-from .compare import DEFAULT_TOL, EPS32
+from .compare import DEFAULT_TOL, close
 from .selfcheck import FIXTURES, encode
 from .spec import collect, expected, learner_side_source
 
@@ -55,13 +56,12 @@ FIXTURE_STEPS = DEFAULT_TOL
 
 
 def _close(a: float, b: float) -> bool:
-    """Two numbers of a fixture agree: NaN with NaN, an infinity with the same one, an int
-    with an int exactly, floats within FIXTURE_STEPS float32 steps."""
+    """Two numbers of a fixture agree: an int with an int exactly, else as the checks compare
+    (compare.close: NaN with NaN, an infinity with the same one, within FIXTURE_STEPS steps)."""
     if isinstance(a, int) and isinstance(b, int):
         return a == b
-    if math.isnan(a) or math.isnan(b) or math.isinf(a) or math.isinf(b):
-        return a == b or math.isnan(a) and math.isnan(b)
-    return abs(a - b) <= FIXTURE_STEPS * EPS32 * max(1.0, abs(b))
+    return close(torch.tensor(float(a), dtype=torch.float64), torch.tensor(float(b), dtype=torch.float64),
+                 FIXTURE_STEPS)
 
 
 def _short(value: Any, at: int = 0) -> str:

@@ -210,10 +210,11 @@ def cap_outputs(nb, output_bytes: int):
                 output["traceback"] = [str(line)[:2000] for line in output.get("traceback", [])[-20:]]
                 kept.append(output)
                 continue
+            if full:
+                continue
             stream = output.get("output_type") == "stream"
-            if full or stream and output.get("text") == _capped_notice(output_bytes):  # the runner's own notice
-                if not full:
-                    kept.append(output)
+            if stream and output.get("text") == _capped_notice(output_bytes):  # the runner capped it already
+                kept.append(output)
                 full = True
                 continue
             size = len(str(output.get("text", ""))) if stream else len(str(output))

@@ -79,14 +79,13 @@ def _grade_one(submission: Submission, limits: Limits, course_root: Path) -> Not
     if submission.rejection:
         result = blank_result(submission.path, submission.unit, submission.student)
         result.error = submission.rejection
-        result.flags += submission.notes
-        return result
-    try:
-        result = grade_notebook(submission.path, submission.unit, limits, student=submission.student,
-                                autograded=submission.autograded(course_root))
-    except Exception as exc:  # a grader fault must not cost the other students their grades
-        result = blank_result(submission.path, submission.unit, submission.student)
-        result.error = f"the grader failed on this notebook: {type(exc).__name__}: {exc}"
+    else:
+        try:
+            result = grade_notebook(submission.path, submission.unit, limits, student=submission.student,
+                                    autograded=submission.autograded(course_root))
+        except Exception as exc:  # a grader fault must not cost the other students their grades
+            result = blank_result(submission.path, submission.unit, submission.student)
+            result.error = f"the grader failed on this notebook: {type(exc).__name__}: {exc}"
     result.flags += submission.notes
     return result
 
