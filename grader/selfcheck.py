@@ -64,7 +64,6 @@ def check(name: str, namespace: dict[str, Any] | None = None) -> None:
 
     Prints a tick when everything matches; otherwise raises CheckFailed with a message that
     names the mistake. `namespace` defaults to the caller's globals (the notebook)."""
-    __tracebackhide__ = True  # IPython: show the message, not this function's insides
     if namespace is None:
         namespace = inspect.currentframe().f_back.f_globals  # type: ignore[union-attr]
     entry = _fixtures().get(name)

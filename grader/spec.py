@@ -61,6 +61,11 @@ class Spec:
 class CheckFailed(AssertionError):
     """A hidden or self-check failed; the message says what is wrong."""
 
+    def _render_traceback_(self) -> list[str]:
+        """What IPython shows instead of a traceback, so the notebook, nbgrader's Validate and
+        its feedback show the message alone, not the grader's insides above it."""
+        return [f"\x1b[0;31m{type(self).__name__}\x1b[0m: {self}"]
+
 
 # --- values crossing the process boundary --------------------------------------------------
 

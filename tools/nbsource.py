@@ -21,9 +21,9 @@ from pathlib import Path
 
 import nbformat
 
+from grader.lab import kernel_metadata
+
 HEADER = re.compile(r"^# %%(?: \[(markdown|answer|check|given)(?: ([\w-]+))?(?: ([\d.]+))?\])?\s*$")
-KERNEL = {"kernelspec": {"display_name": "Python 3", "language": "python", "name": "python3"},
-          "language_info": {"name": "python"}}
 
 
 def _meta(kind: str, gid: str | None, points: str | None) -> dict:
@@ -61,7 +61,7 @@ def to_notebook(text: str):
         elif lines is not None:
             lines.append(line)
     flush()
-    return nbformat.v4.new_notebook(cells=cells, metadata=KERNEL)
+    return nbformat.v4.new_notebook(cells=cells, metadata=kernel_metadata())
 
 
 def to_script(nb) -> str:

@@ -12,17 +12,6 @@ GEN = "u08_generate"
 
 # The reference TinyGPT with one line changed, for the model's mistakes.
 _GPT = '''
-@dataclass
-class GPTConfig:
-    vocab_size: int
-    context_length: int
-    emb_dim: int
-    num_heads: int
-    num_layers: int
-    dropout: float = 0.0
-    qkv_bias: bool = False
-
-
 class TinyGPT(nn.Module):
     def __init__(self, cfg):
         super().__init__()
@@ -427,17 +416,6 @@ def get_batch(data, block_size, batch_size, generator=None):
     return x, y
 """),
     Alternative("TinyGPT with a ModuleList loop, F.cross_entropy with a transpose", GPT, """
-@dataclass
-class GPTConfig:
-    vocab_size: int
-    context_length: int
-    emb_dim: int
-    num_heads: int
-    num_layers: int
-    dropout: float = 0.1
-    qkv_bias: bool = False
-
-
 class TinyGPT(nn.Module):
     def __init__(self, cfg):
         super().__init__()

@@ -1,0 +1,253 @@
+"""The learner's JupyterLab in a real browser: `python -m grader.lab` (what `./course lab` runs)
+on a copy of notebooks/, driven by Playwright in the system's Chromium (never a downloaded one).
+
+A failing step leaves a screenshot in test-artifacts/. `UPDATE_SCREENSHOTS=1 pytest
+tests/test_browser.py` also refreshes the README's picture of a self-check naming a mistake.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import secrets
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+ARTIFACTS = ROOT / "test-artifacts"
+README_PICTURE = ROOT / "docs" / "self-check-mistake.png"
+CHROMIUM = os.environ.get("CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
+UNITS = sorted(p.name for p in (ROOT / "notebooks").iterdir() if p.is_dir())
+
+playwright = pytest.importorskip("playwright.sync_api", reason="the browser test needs Playwright: pip install -e '.[test]'")
+pytestmark = pytest.mark.skipif(
+    CHROMIUM is None, reason="Chromium is not installed (Debian: apt-get install chromium); the browser test "
+                             "drives the system's Chromium and never downloads one")
+
+RIGHT = "def dot_product(a, b):\n    return (a * b).sum()"
+COSINE = "def dot_product(a, b):\n    return (a * b).sum() / (a.norm() * b.norm())"
+COSINE_MESSAGE = "you computed the cosine similarity"
+GRADER_INSIDES = ("Traceback", "selfcheck.py", "grader/", "decode(")
+
+
+@dataclass
+class Lab:
+    url: str
+    token: str
+    log: Path
+
+    def get(self, path: str) -> int:
+        request = urllib.request.Request(self.url + path, headers={"Authorization": f"token {self.token}"})
+        try:
+            with urllib.request.urlopen(request, timeout=10) as response:
+                return response.status
+        except urllib.error.HTTPError as error:
+            return error.code
+
+    def problems(self) -> list[str]:
+        """ERROR and CRITICAL lines of the server's log, and nbgrader's warning that it runs
+        without the course's settings."""
+        return [line for line in self.log.read_text(errors="replace").splitlines()
+                if re.match(r"\[[EC] ", line) or "No nbgrader_config.py file found" in line]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextlib.contextmanager
+def start_lab(tmp: Path, exchange: Path, course: bool = True) -> Iterator[Lab]:
+    """JupyterLab as a learner starts it, on a copy of notebooks/ (an empty folder without
+    `course`), with its own Jupyter folders (nothing from this machine's user settings) and
+    nbgrader's exchange at `exchange`."""
+    folder, config = tmp / "notebooks", tmp / "config"
+    if course:
+        shutil.copytree(ROOT / "notebooks", folder)
+    folder.mkdir(exist_ok=True)
+    config.mkdir()
+    (config / "nbgrader_config.py").write_text(f"c = get_config()\nc.Exchange.root = {str(exchange)!r}\n")
+    env = {**os.environ, "JUPYTER_CONFIG_PATH": str(config), "JUPYTER_CONFIG_DIR": str(tmp / "user-config"),
+           "JUPYTER_DATA_DIR": str(tmp / "data"), "JUPYTER_RUNTIME_DIR": str(tmp / "runtime"),
+           "JUPYTERLAB_SETTINGS_DIR": str(tmp / "settings"), "JUPYTERLAB_WORKSPACES_DIR": str(tmp / "workspaces"),
+           "IPYTHONDIR": str(tmp / "ipython")}
+    port, token, log = _free_port(), secrets.token_hex(16), tmp / "server.log"
+    with log.open("w") as out:
+        server = subprocess.Popen(
+            [sys.executable, "-m", "grader.lab", f"--notebook-dir={folder}", "--no-browser", f"--port={port}",
+             "--ServerApp.ip=127.0.0.1", f"--IdentityProvider.token={token}"],
+            cwd=tmp, env=env, stdout=out, stderr=subprocess.STDOUT)
+    lab = Lab(f"http://127.0.0.1:{port}", token, log)
+    try:
+        deadline = time.monotonic() + 90
+        while lab_status(lab) != 200:
+            assert server.poll() is None, f"JupyterLab stopped:\n{log.read_text()}"
+            assert time.monotonic() < deadline, f"JupyterLab did not answer in 90 s:\n{log.read_text()}"
+            time.sleep(0.3)
+        yield lab
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            server.kill()
+
+
+def lab_status(lab: Lab) -> int | None:
+    try:
+        return lab.get("/api/status")
+    except OSError:
+        return None
+
+
+@pytest.fixture(scope="module")
+def browser():
+    with playwright.sync_playwright() as p:
+        chromium = p.chromium.launch(executable_path=CHROMIUM)
+        yield chromium
+        chromium.close()
+
+
+@contextlib.contextmanager
+def screenshot_on_failure(page, name: str) -> Iterator[None]:
+    try:
+        yield
+    except BaseException:
+        ARTIFACTS.mkdir(exist_ok=True)
+        page.screenshot(path=ARTIFACTS / f"{name}.png")
+        print(f"screenshot of the failure: {ARTIFACTS / f'{name}.png'}")
+        raise
+
+
+def wait_idle(page) -> None:
+    """Until the kernel of the notebook in front is idle (it reports busy first when asked to run)."""
+    time.sleep(0.3)
+    page.wait_for_selector(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook-ExecutionIndicator[data-status='idle']",
+                           timeout=120_000)
+
+
+def open_notebook(page, lab: Lab, unit: str) -> None:
+    page.goto(f"{lab.url}/lab/tree/{unit}/{unit}.ipynb?token={lab.token}&reset")
+    wait_idle(page)
+    time.sleep(1)  # the kernel's description arrives with its first reply; let JupyterLab store it
+
+
+def current_tab_is_modified(page) -> bool:
+    return "jp-mod-dirty" in (page.locator(".lm-TabBar-tab.jp-mod-current").first.get_attribute("class") or "")
+
+
+def run_menu(page, item: str) -> None:
+    page.locator(".lm-MenuBar-item", has_text="Run").first.click()
+    page.locator(".lm-Menu-itemLabel").get_by_text(item, exact=True).click()
+
+
+def type_answer(page, code: str) -> None:
+    """Replace the first exercise's answer with `code`, then run it and its self-check."""
+    page.locator(".jp-CodeCell", has_text="def dot_product(").locator(".cm-content").click()
+    page.keyboard.press("Control+a")
+    page.keyboard.insert_text(code)
+    page.keyboard.press("Shift+Enter")  # runs the answer, moves to the self-check
+    wait_idle(page)
+    page.keyboard.press("Shift+Enter")
+    wait_idle(page)
+
+
+def self_check_output(page) -> str:
+    return "\n".join(page.locator(".jp-CodeCell", has_text='check("dot_product")')
+                     .locator(".jp-OutputArea-output").all_text_contents())
+
+
+def test_a_learner_alone_works_through_unit_01_and_opens_every_unit(browser, tmp_path):
+    with start_lab(tmp_path, exchange=tmp_path / "no-exchange") as lab:
+        page = browser.new_page(viewport={"width": 1280, "height": 900})
+        with screenshot_on_failure(page, "learner"):
+            # No instructor tool and, with no exchange, no Assignment List: neither in the
+            # menus nor on the server. Validate is there.
+            open_notebook(page, lab, UNITS[0])
+            menus = page.locator(".lm-MenuBar-item").all_inner_texts()
+            assert "Run" in menus and "Nbgrader" not in menus, menus
+            for path in ("/formgrader", "/formgrader/api/assignments", "/assignments", "/courses"):
+                assert lab.get(path) == 404, f"{path} is reachable"
+            validate = page.locator(".jp-NotebookPanel-toolbar").get_by_text("Validate", exact=True)
+            assert validate.is_visible()
+
+            # The first cell says that Run All stops at an unfinished exercise, and it does.
+            assert "Run All stops at an unfinished exercise" in page.locator(".jp-MarkdownCell").first.text_content()
+            run_menu(page, "Run All Cells")
+            wait_idle(page)
+            errors = page.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']")
+            assert errors.count() == 1 and "NotImplementedError" in errors.first.text_content()
+            assert page.locator(".jp-Dialog").count() == 0
+
+            type_answer(page, RIGHT)
+            assert "\u2713 dot_product: right" in self_check_output(page)
+
+            type_answer(page, COSINE)
+            shown = self_check_output(page)
+            assert COSINE_MESSAGE in shown and shown.startswith("CheckFailed: dot_product"), shown
+            assert not any(inside in shown for inside in GRADER_INSIDES), shown
+            picture = page.locator(".jp-CodeCell", has_text='check("dot_product")')
+            ARTIFACTS.mkdir(exist_ok=True)
+            picture.screenshot(path=ARTIFACTS / "self-check-mistake.png")
+            if os.environ.get("UPDATE_SCREENSHOTS"):
+                README_PICTURE.parent.mkdir(exist_ok=True)
+                shutil.copy(ARTIFACTS / "self-check-mistake.png", README_PICTURE)
+
+            validate.click()
+            dialog = page.locator(".jp-Dialog", has_text="The following cell failed")
+            dialog.wait_for(timeout=120_000)
+            report = dialog.inner_text()
+            assert COSINE_MESSAGE in report and "not written yet" in report, report
+            assert not any(inside in report for inside in GRADER_INSIDES), report
+            page.keyboard.press("Escape")
+            dialog.wait_for(state="detached")
+
+            # Every unit opens unmodified, with no dialog, and closes without asking to save.
+            for unit in UNITS[1:]:
+                open_notebook(page, lab, unit)
+                assert page.locator(".jp-Dialog").count() == 0, f"{unit}: a dialog opened"
+                assert not current_tab_is_modified(page), f"{unit} opens as modified"
+                page.locator(".lm-TabBar-tab.jp-mod-current .lm-TabBar-tabCloseIcon").first.click()
+                time.sleep(0.5)
+                assert page.locator(".jp-Dialog").count() == 0, f"closing the untouched {unit} asks something"
+
+            # Unit 08's configuration is given code: read-only.
+            open_notebook(page, lab, "08_tiny_gpt")
+            config = page.locator(".jp-CodeCell", has_text="class GPTConfig:").locator(".cm-content")
+            before = config.text_content()
+            config.click()
+            page.keyboard.insert_text("oops")
+            assert config.text_content() == before, "GPTConfig can be edited"
+        assert lab.problems() == []
+
+
+def test_with_an_exchange_the_assignment_list_fetches_a_released_unit(browser, tmp_path):
+    """As on a JupyterHub set up for a class: the instructor released unit 01 to the exchange."""
+    exchange = tmp_path / "exchange"
+    exchange.mkdir()
+    released = exchange / "attention-course" / "outbound" / UNITS[0]
+    shutil.copytree(ROOT / "notebooks" / UNITS[0], released)
+    with start_lab(tmp_path, exchange=exchange, course=False) as lab:
+        page = browser.new_page(viewport={"width": 1280, "height": 900})
+        with screenshot_on_failure(page, "assignment-list"):
+            page.goto(f"{lab.url}/lab?token={lab.token}&reset")
+            page.locator(".lm-MenuBar-item", has_text="Nbgrader").click()
+            page.locator(".lm-Menu-itemLabel").get_by_text("Assignment List", exact=True).click()
+            released_row = page.locator("#released_assignments_list", has_text=UNITS[0])
+            released_row.wait_for(timeout=30_000)
+            released_row.get_by_text("Fetch", exact=True).click()
+            page.locator("#fetched_assignments_list", has_text=UNITS[0]).wait_for(timeout=30_000)
+            assert page.locator(".jp-Dialog").count() == 0, page.locator(".jp-Dialog").all_inner_texts()
+            fetched = tmp_path / "notebooks" / UNITS[0] / f"{UNITS[0]}.ipynb"
+            assert fetched.exists()
+        assert lab.problems() == []
