@@ -7,8 +7,9 @@ known mistakes are always handed in.
 """
 from __future__ import annotations
 
+import dataclasses
 import math
-from typing import Any, Callable
+from typing import Any, Iterable, NamedTuple
 
 import torch
 
@@ -18,6 +19,16 @@ EPS32 = torch.finfo(torch.float32).eps  # 1.19e-07: one rounding step of float32
 # compared: |got - want| <= tol * EPS32 * max(1, max|want|). The default allows for a few
 # hundred roundings, enough for any order of summation over the sizes used in this course.
 DEFAULT_TOL = 256
+
+
+class Mistake(NamedTuple):
+    """A known mistake: the message a learner reads, and the value the mistake produces on the
+    case at hand. Several values may share one message."""
+    message: str
+    value: Any
+
+
+Mistakes = Iterable[Mistake]
 
 
 def _shape(x: Any) -> tuple[int, ...]:
@@ -94,11 +105,11 @@ def error_message(got: Any) -> str | None:
     return f"it raised {got['__error__']}"
 
 
-def tensor_message(got: Any, want: torch.Tensor, mistakes: dict[str, Any] | None = None,
+def tensor_message(got: Any, want: torch.Tensor, mistakes: Mistakes = (),
                    tol: float = DEFAULT_TOL, allow_number: bool = False, numpy: bool = False) -> str | None:
     """None when `got` matches `want`; otherwise a message naming what is wrong.
 
-    `mistakes` maps a message ("you computed cosine similarity, not the dot product") to the
+    `mistakes` pairs a message ("you computed cosine similarity, not the dot product") with the
     value that mistake produces on the same input; a match names the mistake.
     """
     if error_message(got):
@@ -112,7 +123,7 @@ def tensor_message(got: Any, want: torch.Tensor, mistakes: dict[str, Any] | None
         return f"expected a torch tensor of shape {_shape(want)}, got {describe(got)}"
     if g.is_complex() or g.dtype == torch.bool:
         return f"expected a floating-point tensor, got dtype {str(g.dtype).replace('torch.', '')}"
-    for message, value in (mistakes or {}).items():
+    for message, value in mistakes:
         mv = _as_tensor(value)
         if mv is not None and close(g, mv, tol) and not close(mv, want, tol):
             return message
@@ -136,11 +147,11 @@ def tensor_message(got: Any, want: torch.Tensor, mistakes: dict[str, Any] | None
     return "values differ from the expected ones" + _where_rows_differ(g.double(), want.double(), tol)
 
 
-def exact_message(got: Any, want: Any, mistakes: dict[str, Any] | None = None) -> str | None:
+def exact_message(got: Any, want: Any, mistakes: Mistakes = ()) -> str | None:
     """For ints, bools, strings, lists and integer tensors: equality, with mistakes named."""
     if error_message(got):
         return error_message(got)
-    for message, value in (mistakes or {}).items():
+    for message, value in mistakes:
         if _equal(got, value) and not _equal(value, want):
             return message
     if _equal(got, want):
@@ -161,81 +172,126 @@ def _equal(a: Any, b: Any) -> bool:
     return a == b
 
 
-def _judge_tensor(got, want, mistakes, tol):
-    return tensor_message(got, want, mistakes, tol)
+# --- judges: how a check compares, with named settings -----------------------------------------
+# Each is a small frozen dataclass, stored by name and settings in the self-check fixtures.
+
+@dataclasses.dataclass(frozen=True)
+class Tensor:
+    """A torch tensor of the expected shape, within `steps` float32 rounding steps relative to
+    the size of the expected values (see `close`)."""
+    steps: float = DEFAULT_TOL
+
+    def __call__(self, got: Any, want: Any, mistakes: list[Mistake]) -> str | None:
+        return tensor_message(got, want, mistakes, self.steps)
 
 
-def _judge_number(got, want, mistakes, tol):
-    """A 0-d result where a plain Python number is accepted too."""
-    return tensor_message(got, want, mistakes, tol, allow_number=True)
+@dataclasses.dataclass(frozen=True)
+class Number(Tensor):
+    """A 0-d tensor, or a plain Python number, within `steps` as for Tensor."""
+
+    def __call__(self, got, want, mistakes):
+        return tensor_message(got, want, mistakes, self.steps, allow_number=True)
 
 
-def _judge_numpy(got, want, mistakes, tol):
-    """NumPy results: a tuple of arrays, or one array."""
-    if error_message(got):
-        return error_message(got)
-    if isinstance(want, tuple):
+@dataclasses.dataclass(frozen=True)
+class Numpy(Tensor):
+    """NumPy results: one array, or a tuple of arrays, within `steps` as for Tensor."""
+
+    def __call__(self, got, want, mistakes):
+        if error_message(got):
+            return error_message(got)
+        if isinstance(want, tuple):
+            if not isinstance(got, (tuple, list)) or len(got) != len(want):
+                return f"expected a tuple of {len(want)} NumPy arrays, got {describe(got)}"
+            return _first(tensor_message(g, w["__ndarray__"], _part(mistakes, i), self.steps, numpy=True)
+                          for i, (g, w) in enumerate(zip(got, want)))
+        return tensor_message(got, want["__ndarray__"], mistakes, self.steps, numpy=True)
+
+
+@dataclasses.dataclass(frozen=True)
+class Tuple(Tensor):
+    """A tuple of tensors, such as (weights, context), each part within `steps` as for Tensor.
+    A mistake's value may be a tuple too, with None for the parts it says nothing about."""
+
+    def __call__(self, got, want, mistakes):
+        if error_message(got):
+            return error_message(got)
         if not isinstance(got, (tuple, list)) or len(got) != len(want):
-            return f"expected a tuple of {len(want)} NumPy arrays, got {describe(got)}"
-        return _first(tensor_message(g, w["__ndarray__"], _pick(mistakes, i), tol, numpy=True)
-                      for i, (g, w) in enumerate(zip(got, want)))
-    return tensor_message(got, want["__ndarray__"], mistakes, tol, numpy=True)
-
-
-def _judge_tuple(got, want, mistakes, tol):
-    """A tuple of tensors, such as (weights, context): each part compared in turn."""
-    if error_message(got):
-        return error_message(got)
-    if not isinstance(got, (tuple, list)) or len(got) != len(want):
-        return f"expected a tuple of {len(want)} tensors, got {describe(got)}"
-    for i, (g, w) in enumerate(zip(got, want)):
-        known = _pick(mistakes, i)
-        msg = tensor_message(g, w, known, tol)
-        if msg:
-            return msg if msg in known else f"part {i} of the returned tuple: {msg}"
-    return None
-
-
-def _judge_exact(got, want, mistakes, tol):
-    return exact_message(got, want, mistakes)
-
-
-def _judge_float(got, want, mistakes, tol):
-    """A Python float within a relative tolerance `tol` (a fraction, e.g. 0.1 for 10%)."""
-    if error_message(got):
-        return error_message(got)
-    if isinstance(got, bool) or not isinstance(got, (int, float)):
-        return f"expected a Python float, got {describe(got)} (use .item() to turn a tensor into a number)"
-    if not math.isfinite(got):
-        return f"expected a finite number, got {got}"
-    for message, value in (mistakes or {}).items():
-        if abs(got - value) <= tol * abs(value) and abs(value - want) > tol * abs(want):
-            return message
-    if abs(got - want) <= tol * abs(want):
+            return f"expected a tuple of {len(want)} tensors, got {describe(got)}"
+        for i, (g, w) in enumerate(zip(got, want)):
+            known = _part(mistakes, i)
+            msg = tensor_message(g, w, known, self.steps)
+            if msg:
+                return msg if msg in {m.message for m in known} else f"part {i} of the returned tuple: {msg}"
         return None
-    return f"expected about {want:.4g}, got {got:.4g}"
 
 
-def _judge_frequencies(got, want, mistakes, tol):
-    """Sampling checks: `got` counts how often each token was drawn (shape (..., V)), `want`
-    holds the true probabilities. Passes when every token with probability 0 was never drawn
-    and the total variation distance between frequencies and probabilities is at most `tol`."""
-    if error_message(got):
-        return error_message(got)
-    if not isinstance(got, torch.Tensor) or _shape(got) != _shape(want):
-        return f"expected counts of shape {_shape(want)}, got {describe(got)}"
-    freq = got.double() / got.double().sum(-1, keepdim=True).clamp_min(1)
-    for message, value in (mistakes or {}).items():
-        if _shape(value) == _shape(want) and _tv(freq, value) <= tol and _tv(value, want) > 2 * tol:
-            return message
-    drawn_impossible = (got > 0) & (want == 0)
-    if drawn_impossible.any():
-        token = drawn_impossible.nonzero()[0].tolist()
-        return f"token {token[-1]} was sampled although it should have been filtered out (probability 0)"
-    distance = _tv(freq, want)
-    if distance > tol:
-        return f"the sampled frequencies are far from the expected probabilities (total variation {distance:.3f})"
-    return None
+@dataclasses.dataclass(frozen=True)
+class Exact:
+    """Equality: ints, bools, strings, lists and integer tensors (dtype included)."""
+
+    def __call__(self, got, want, mistakes):
+        return exact_message(got, want, mistakes)
+
+
+@dataclasses.dataclass(frozen=True)
+class Float:
+    """A Python float within a relative tolerance `rel` (0.1: within 10%)."""
+    rel: float
+
+    def __call__(self, got, want, mistakes):
+        if error_message(got):
+            return error_message(got)
+        if isinstance(got, bool) or not isinstance(got, (int, float)):
+            return f"expected a Python float, got {describe(got)} (use .item() to turn a tensor into a number)"
+        if not math.isfinite(got):
+            return f"expected a finite number, got {got}"
+        for message, value in mistakes:
+            if abs(got - value) <= self.rel * abs(value) and abs(value - want) > self.rel * abs(want):
+                return message
+        if abs(got - want) <= self.rel * abs(want):
+            return None
+        return f"expected about {want:.4g}, got {got:.4g}"
+
+
+@dataclasses.dataclass(frozen=True)
+class Frequencies:
+    """Sampling: `got` counts how often each token was drawn (shape (..., V)), the expected
+    value holds the true probabilities. Passes when no token of probability 0 was drawn and
+    the total variation distance between frequencies and probabilities is at most `max_tv`."""
+    max_tv: float
+
+    def __call__(self, got, want, mistakes):
+        if error_message(got):
+            return error_message(got)
+        if not isinstance(got, torch.Tensor) or _shape(got) != _shape(want):
+            return f"expected counts of shape {_shape(want)}, got {describe(got)}"
+        freq = got.double() / got.double().sum(-1, keepdim=True).clamp_min(1)
+        for message, value in mistakes:
+            if _shape(value) == _shape(want) and _tv(freq, value) <= self.max_tv and _tv(value, want) > 2 * self.max_tv:
+                return message
+        drawn_impossible = (got > 0) & (want == 0)
+        if drawn_impossible.any():
+            token = drawn_impossible.nonzero()[0].tolist()
+            return f"token {token[-1]} was sampled although it should have been filtered out (probability 0)"
+        distance = _tv(freq, want)
+        if distance > self.max_tv:
+            return f"the sampled frequencies are far from the expected probabilities (total variation {distance:.3f})"
+        return None
+
+
+Judge = Tensor | Exact | Float | Frequencies
+JUDGES: dict[str, type] = {cls.__name__: cls for cls in (Tensor, Number, Numpy, Tuple, Exact, Float, Frequencies)}
+
+
+def judge_to_plain(judge: Judge) -> dict[str, Any]:
+    """A judge as JSON-ready data: {"kind": "Tensor", "steps": 256}."""
+    return {"kind": type(judge).__name__, **dataclasses.asdict(judge)}
+
+
+def judge_from_plain(data: dict[str, Any]) -> Judge:
+    settings = dict(data)
+    return JUDGES[settings.pop("kind")](**settings)
 
 
 def _tv(p: torch.Tensor, q: torch.Tensor) -> float:
@@ -243,29 +299,17 @@ def _tv(p: torch.Tensor, q: torch.Tensor) -> float:
     return (0.5 * (p.double() - q.double()).abs().sum(-1)).max().item()
 
 
-def _pick(mistakes: dict[str, Any] | None, i: int) -> dict[str, Any]:
+def _part(mistakes: Mistakes, i: int) -> list[Mistake]:
     """Mistakes for the i-th part of a tuple result: a mistake value may itself be a tuple."""
-    out = {}
-    for message, value in (mistakes or {}).items():
+    out = []
+    for message, value in mistakes:
         if isinstance(value, (tuple, list)):
             if i < len(value) and value[i] is not None:
-                out[message] = value[i]
+                out.append(Mistake(message, value[i]))
         elif i == 0:
-            out[message] = value
+            out.append(Mistake(message, value))
     return out
 
 
 def _first(messages) -> str | None:
     return next((m for m in messages if m), None)
-
-
-# Judges are looked up by name so that a stored self-check can name its judge.
-JUDGES: dict[str, Callable[[Any, Any, dict | None, float], str | None]] = {
-    "tensor": _judge_tensor,
-    "number": _judge_number,
-    "numpy": _judge_numpy,
-    "tuple": _judge_tuple,
-    "exact": _judge_exact,
-    "float": _judge_float,
-    "frequencies": _judge_frequencies,
-}

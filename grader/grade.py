@@ -17,7 +17,7 @@ import torch
 from . import course, notebook, preflight, sandbox, settings
 from .results import ExerciseResult, NotebookResult
 from .settings import Limits
-from .spec import Spec, collect, judge_all, learner_side_source, quiet, sanitize
+from .spec import Spec, call_inputs, collect, judge_all, learner_side_source, quiet, sanitize
 
 
 @functools.cache
@@ -92,7 +92,7 @@ def _build(nb, unit: str, workdir: Path):
         for k, (spec, source) in enumerate(_specs(unit, gid)):
             inputs, outputs = workdir / f"{gid}-{k}.in.pt", workdir / f"{gid}-{k}.out.pt"
             cases = spec.all_cases()
-            torch.save([(c.label, tuple(c.args), dict(c.kwargs)) for c in cases], inputs)
+            torch.save(call_inputs(spec, cases), inputs)
             jobs[(gid, k)] = (spec, cases, outputs)
             calls.append(f"_grader_harness.run_calls({source!r}, {spec.call.__name__!r}, "
                          f"{inputs.name!r}, {outputs.name!r}, globals())")

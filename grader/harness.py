@@ -10,7 +10,7 @@ from typing import Any
 
 import torch
 
-from .spec import Case, call_learner
+from .spec import attempt
 
 
 def run_calls(source: str, name: str, inputs_path: str, outputs_path: str, namespace: dict[str, Any]) -> None:
@@ -23,6 +23,6 @@ def run_calls(source: str, name: str, inputs_path: str, outputs_path: str, names
     results: list[Any] = []
     for label, args, kwargs in torch.load(inputs_path, weights_only=True):
         progress.write_text(label)
-        results.append(call_learner(fn, Case(label, tuple(args), dict(kwargs))))
+        results.append(attempt(fn, *args, **kwargs))
         torch.save(results, outputs_path)
     progress.write_text("")

@@ -73,6 +73,31 @@ def exercises(source_nb) -> list[Exercise]:
     return found
 
 
+def learner_names(source_nb) -> set[str]:
+    """The names the learner's notebook defines at top level: its code cells with the hidden
+    regions taken out (answers, given code, the learner's own cells)."""
+    import ast
+
+    names: set[str] = set()
+    for cell in source_nb.cells:
+        if cell.cell_type != "code":
+            continue
+        code = "\n".join(line for line in visible_source(cell.source).splitlines()
+                         if not line.lstrip().startswith(("%", "!")))  # IPython magics
+        try:
+            tree = ast.parse(code)
+        except SyntaxError:
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                names.add(node.name)
+            elif isinstance(node, (ast.Import, ast.ImportFrom)):
+                names |= {(alias.asname or alias.name).split(".")[0] for alias in node.names}
+            elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+                names.add(node.id)
+    return names
+
+
 def read(path: Path):
     """Read a notebook; raises ValueError with a clear message when it is not one."""
     try:

@@ -12,9 +12,9 @@ from typing import Any
 import torch
 
 from . import course, notebook
-from .compare import DEFAULT_TOL, close
+from .compare import DEFAULT_TOL, close, judge_to_plain
 from .selfcheck import FIXTURES, encode
-from .spec import collect, expected, learner_side_source
+from .spec import call_reads, collect, expected, learner_side_source, region_imports
 
 
 def fixtures(unit: str) -> dict[str, Any]:
@@ -30,12 +30,30 @@ def fixtures(unit: str) -> dict[str, Any]:
             cases = []
             for case in examples:
                 want, mistakes = expected(spec, case)
-                cases.append({"label": case.label, "args": encode(tuple(case.args)), "kwargs": encode(case.kwargs),
-                              "want": encode(want), "mistakes": {k: encode(v) for k, v in mistakes.items()}})
+                args, kwargs = case.arguments(spec.call)
+                cases.append({"label": case.label, "args": encode(tuple(args)), "kwargs": encode(kwargs),
+                              "want": encode(want), "mistakes": [[m.message, encode(m.value)] for m in mistakes]})
             entries[spec.name] = {"call_name": spec.call.__name__,
                                   "call_source": learner_side_source(exercise.hidden, spec),
-                                  "judge": spec.judge, "tol": spec.tol, "cases": cases}
+                                  "judge": judge_to_plain(spec.judge), "cases": cases}
     return entries
+
+
+def call_problems(unit: str, source_nb=None) -> list[str]:
+    """Each `call` that reads a name the learner's process will not have: not its argument, a
+    name of the learner's notebook, an import of its region or a builtin (the grader ships the
+    call alone, with the region's imports)."""
+    source_nb = source_nb or notebook.read(course.source_notebook(unit))
+    learner = notebook.learner_names(source_nb)
+    problems = []
+    for exercise in notebook.exercises(source_nb):
+        allowed = learner | region_imports(exercise.hidden)
+        for spec in collect(exercise.hidden):
+            for name in sorted(call_reads(exercise.hidden, spec) - allowed):
+                problems.append(f"{unit}, cell {exercise.grade_id}: {spec.call.__name__} reads {name!r}, which the "
+                                f"learner's process does not have (only the call and the region's imports are sent "
+                                f"there): pass it in a case field, or write it inside {spec.call.__name__}")
+    return problems
 
 
 def _fixture_text(unit: str) -> str:
@@ -117,6 +135,7 @@ def release(check: bool = False, units: list[str] | None = None) -> list[str]:
     with tempfile.TemporaryDirectory() as tmp:
         api = course.nbgrader_api(Path(tmp), release_dir=Path(tmp) / "release")
         for unit in units:
+            problems += call_problems(unit)
             outcome = api.generate_assignment(unit, force=True)
             if not outcome["success"]:
                 problems.append(f"{unit}: nbgrader generate_assignment failed:\n{outcome['log'][-2000:]}")

@@ -17,8 +17,8 @@ from typing import Any
 
 import torch
 
-from .compare import JUDGES
-from .spec import Case, CheckFailed, call_learner
+from .compare import Mistake, judge_from_plain
+from .spec import CheckFailed, attempt
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -74,10 +74,11 @@ def check(name: str, namespace: dict[str, Any] | None = None) -> None:
     scope = dict(namespace)
     exec(compile(entry["call_source"], "<self-check>", "exec"), scope)
     fn = scope[entry["call_name"]]
-    judge = JUDGES[entry["judge"]]
+    judge = judge_from_plain(entry["judge"])
     for case in entry["cases"]:
-        got = call_learner(fn, Case(case["label"], tuple(decode(case["args"])), decode(case["kwargs"])))
-        message = judge(got, decode(case["want"]), decode(case["mistakes"]), entry["tol"])
+        got = attempt(fn, *decode(case["args"]), **decode(case["kwargs"]))
+        mistakes = [Mistake(message, decode(value)) for message, value in case["mistakes"]]
+        message = judge(got, decode(case["want"]), mistakes)
         if message:
             raise CheckFailed(f"{name} ({case['label']}): {message}") from None
     count = len(entry["cases"])

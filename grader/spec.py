@@ -3,42 +3,69 @@
 A hidden check is a `Spec` with four parts:
 
 1. `examples` and `cases` make the inputs: fixed examples (the ones the notebook prints) and
-   seeded random cases of several shapes;
+   seeded random cases of several shapes, each a `Case` with a label and named fields;
 2. `call` calls the learner's code on one input and returns what it gave. It is the only part
    that touches learner code, and it must be a named `def` that uses nothing but its arguments,
    the notebook's names and the hidden region's imports: the grader ships its source, alone,
-   into the learner's process;
+   into the learner's process (`python -m grader release` checks this);
 3. `oracle` computes the expected value (PyTorch built-ins or small reference code), and
-   `mistakes` (optional) the values that known mistakes produce, each keyed by its message;
-4. `judge` (a name from `grader.compare.JUDGES`) and `tol` compare the two.
+   `mistakes` (optional) yields `Mistake(message, value)` for the values known mistakes give;
+4. `judge` (a judge of `grader.compare`, e.g. `Tensor(steps=256)`) compares the two.
 
-The hidden region of a test cell defines its specs and ends with `run(SPEC, ...)`. Under plain
-`nbgrader autograde` that runs all four parts in the notebook's kernel. Under
-`python -m grader grade`, `run` only collects the specs: the grader makes the inputs, sends
-them with the `call` source into the notebook's process (`grader.harness`), takes back plain
-tensors and numbers, and runs the oracle and the comparison in its own process, where learner
-code cannot reach the verdict.
+Each part receives the case's fields its signature names. The hidden region of a test cell
+ends with `run(SPEC, ...)`. Under plain `nbgrader autograde` that runs all four parts in the
+notebook's kernel. Under `python -m grader grade`, `collect` reads the specs handed to `run`
+without running them: the grader makes the inputs, sends them with the `call` source into the
+notebook's process (`grader.harness`), takes back plain tensors and numbers, and runs the
+oracle and the comparison in its own process, where learner code cannot reach the verdict.
 """
 from __future__ import annotations
 
 import ast
 import contextlib
-import threading
+import inspect
 import warnings
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 import torch
 
-from .compare import DEFAULT_TOL, JUDGES
+from .compare import DEFAULT_TOL, Exact, Float, Frequencies, Judge, Mistake, Number, Numpy, Tensor, Tuple
+
+__all__ = ["Case", "Spec", "Mistake", "run", "attempt", "load_params", "forbid",
+           "Tensor", "Number", "Numpy", "Tuple", "Exact", "Float", "Frequencies"]
 
 
-@dataclass
 class Case:
-    """One input: positional and keyword arguments for `call`, `oracle` and `mistakes`."""
-    label: str
-    args: tuple = ()
-    kwargs: dict = field(default_factory=dict)
+    """One input of a check: a label the learner reads, and named fields. `call`, the oracle
+    and the mistakes each receive the fields their signature names (all of them with **kw).
+
+        Case("batched, T=1", x=torch.randn(2, 1, 4, generator=g), num_heads=2)
+
+    (Positional arguments, `Case(label, (a, b), {"dim": 0})`, are the older form.)"""
+
+    def __init__(self, label: str, args: tuple | None = None, kwargs: dict | None = None, /, **fields: Any):
+        self.label = label
+        self.args = tuple(args or ())
+        self.kwargs = dict(kwargs or {})
+        self.fields = fields
+        if fields and (self.args or self.kwargs):
+            raise TypeError(f"case {label!r}: give named fields or positional arguments, not both")
+
+    def arguments(self, fn: Callable[..., Any]) -> tuple[tuple, dict[str, Any]]:
+        """The positional and keyword arguments with which `fn` receives this case."""
+        if not self.fields:
+            return self.args, self.kwargs
+        params = inspect.signature(fn).parameters.values()
+        if any(p.kind is p.VAR_KEYWORD for p in params):
+            return (), dict(self.fields)
+        return (), {p.name: self.fields[p.name] for p in params if p.name in self.fields}
+
+    def __repr__(self) -> str:
+        return f"Case({self.label!r}, {', '.join(self.fields) or self.args})"
+
+
+_LEGACY_JUDGES = {"tensor": Tensor, "number": Number, "numpy": Numpy, "tuple": Tuple}
 
 
 @dataclass
@@ -48,10 +75,26 @@ class Spec:
     oracle: Callable[..., Any]                                   # grader side: the expected value
     examples: Callable[[], list[Case]] = lambda: []              # fixed inputs, also used by self-checks
     cases: Callable[[torch.Generator], list[Case]] = lambda g: []  # seeded random inputs
-    mistakes: Callable[..., dict[str, Any]] | None = None        # grader side: {message: value}
-    judge: str = "tensor"                                        # key of grader.compare.JUDGES
-    tol: float = DEFAULT_TOL                                     # in float32 steps (a fraction for "float")
+    mistakes: Callable[..., Iterable[Mistake]] | None = None     # grader side: the values of known mistakes
+    judge: Judge | str = field(default_factory=Tensor)           # how to compare (grader.compare)
+    tol: float | None = None                                     # older form: the judge's one setting
     seed: int = 0
+
+    def __post_init__(self) -> None:
+        if isinstance(self.judge, str):  # the older form: a judge's name and `tol`
+            name = self.judge
+            if name in _LEGACY_JUDGES:
+                self.judge = _LEGACY_JUDGES[name](self.tol if self.tol is not None else DEFAULT_TOL)
+            elif name == "exact":
+                self.judge = Exact()
+            elif name == "float":
+                self.judge = Float(rel=self.tol)
+            elif name == "frequencies":
+                self.judge = Frequencies(max_tv=self.tol)
+            else:
+                raise ValueError(f"{self.name}: no judge named {name!r}")
+        elif self.tol is not None:
+            raise TypeError(f"{self.name}: give the judge its setting by name, e.g. Tensor(steps=...), not tol")
 
     def all_cases(self) -> list[Case]:
         generator = torch.Generator().manual_seed(self.seed)
@@ -152,13 +195,27 @@ def quiet() -> Iterator[None]:
         yield
 
 
-def call_learner(fn: Callable[..., Any], case: Case) -> Any:
-    """Run the learner-side `call` on one case and return plain data (errors included)."""
+def attempt(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """Call learner code and return its result as plain data, or the error it raised as the
+    judges read it ("it raised ValueError: ..."). The one path by which learner errors reach a
+    verdict: the grader wraps every `call` in it, and a `call` that returns several parts uses
+    it for a part that may raise on its own, so the other parts are still judged."""
     try:
         with quiet():
-            return to_plain(fn(*clone_args(case.args), **clone_args(case.kwargs)))
+            return to_plain(fn(*args, **kwargs))
     except (Exception, SystemExit) as exc:  # the learner's code may raise anything; report it
         return error_value(exc)
+
+
+def call_learner(fn: Callable[..., Any], case: Case) -> Any:
+    """Run the learner-side `call` on one case and return plain data (errors included)."""
+    args, kwargs = case.arguments(fn)
+    return attempt(fn, *clone_args(args), **clone_args(kwargs))
+
+
+def call_inputs(spec: Spec, cases: list[Case]) -> list[tuple[str, tuple, dict]]:
+    """What the learner's process receives for each case: (label, args, kwargs) of `call`."""
+    return [(case.label, *case.arguments(spec.call)) for case in cases]
 
 
 # --- the verdict ----------------------------------------------------------------------------
@@ -169,21 +226,29 @@ def verdict(spec: Spec, case: Case, got: Any) -> str | None:
     return failure[0] if failure else None
 
 
-def expected(spec: Spec, case: Case) -> tuple[Any, dict[str, Any]]:
+def _run(fn: Callable[..., Any], case: Case) -> Any:
+    args, kwargs = case.arguments(fn)
+    return fn(*clone_args(args), **clone_args(kwargs))
+
+
+def expected(spec: Spec, case: Case) -> tuple[Any, list[Mistake]]:
     """The oracle's value and the known mistakes' values for one case, as plain data."""
     with quiet(), torch.no_grad():
-        want = spec.oracle(*clone_args(case.args), **clone_args(case.kwargs))
-        mistakes = spec.mistakes(*clone_args(case.args), **clone_args(case.kwargs)) if spec.mistakes else {}
-    return to_plain(want), {k: to_plain(v) for k, v in mistakes.items()}
+        want = _run(spec.oracle, case)
+        found = _run(spec.mistakes, case) if spec.mistakes else ()
+        if isinstance(found, dict):  # the older form: {message: value}
+            found = found.items()
+        mistakes = [Mistake(message, to_plain(value)) for message, value in found]
+    return to_plain(want), mistakes
 
 
 def _failure(spec: Spec, case: Case, got: Any) -> tuple[str, str | None] | None:
     """(message, the known mistake it names or None), or None when `got` is right."""
     want, mistakes = expected(spec, case)
-    message = JUDGES[spec.judge](got, want, mistakes, spec.tol)
+    message = spec.judge(got, want, mistakes)
     if message is None:
         return None
-    return f"{spec.name} ({case.label}): {message}", message if message in mistakes else None
+    return f"{spec.name} ({case.label}): {message}", message if message in {m.message for m in mistakes} else None
 
 
 def judge_all(spec: Spec, cases: list[Case], results: list[Any]) -> tuple[str, str | None] | None:
@@ -197,10 +262,6 @@ def judge_all(spec: Spec, cases: list[Case], results: list[Any]) -> tuple[str, s
 
 # --- running specs ---------------------------------------------------------------------------
 
-_collecting: list[Spec] | None = None
-_collect_lock = threading.Lock()  # the grader collects from several threads
-
-
 def evaluate(spec: Spec, call: Callable[..., Any] | None = None) -> str | None:
     """Run one spec in this process; None when every case passes, else its failure message."""
     cases = spec.all_cases()
@@ -209,27 +270,34 @@ def evaluate(spec: Spec, call: Callable[..., Any] | None = None) -> str | None:
 
 
 def run(*specs: Spec) -> None:
-    """Run hidden checks in this process (plain nbgrader), or hand them to the grader."""
-    if _collecting is not None:
-        _collecting.extend(specs)
-        return
+    """Run hidden checks in this process: what plain `nbgrader autograde` does. The course's
+    grader never calls it: it collects the specs (see `collect`) and runs them apart."""
     for spec in specs:
         message = evaluate(spec)
         if message:
             raise CheckFailed(message) from None
 
 
+def _is_run(node: ast.stmt) -> bool:
+    return (isinstance(node, ast.Expr) and isinstance(node.value, ast.Call)
+            and isinstance(node.value.func, ast.Name) and node.value.func.id == "run")
+
+
 def collect(source: str) -> list[Spec]:
-    """The specs a hidden-test source defines, without running any learner code."""
-    global _collecting
-    with _collect_lock:
-        _collecting = []
-        try:
-            with quiet():
-                exec(compile(source, "<hidden checks>", "exec"), {"__name__": "hidden_checks"})
-            return _collecting
-        finally:
-            _collecting = None
+    """The specs a hidden-test source hands to `run(...)`, without running any check: the
+    region runs with each top-level `run(A, B)` read as the list [A, B]."""
+    tree = ast.parse(source)
+    body = []
+    for node in tree.body:
+        if _is_run(node):
+            specs = ast.List(elts=list(node.value.args), ctx=ast.Load())
+            node = ast.Expr(ast.Call(ast.Attribute(ast.Name("__specs__", ast.Load()), "extend", ast.Load()), [specs], []))
+        body.append(node)
+    module = ast.fix_missing_locations(ast.Module(body=body, type_ignores=[]))
+    namespace: dict[str, Any] = {"__name__": "hidden_checks", "__specs__": []}
+    with quiet():
+        exec(compile(module, "<hidden checks>", "exec"), namespace)
+    return namespace["__specs__"]
 
 
 def learner_side_source(source: str, spec: Spec) -> str:
@@ -244,6 +312,32 @@ def learner_side_source(source: str, spec: Spec) -> str:
                          f"`def {name}` (found {len(defs)}); lambdas cannot be shipped")
     parts = [ast.get_source_segment(source, n) for n in imports + defs]
     return "\n".join(p for p in parts if p)
+
+
+def call_reads(source: str, spec: Spec) -> set[str]:
+    """The global names the `call` of `spec` reads (nested functions and comprehensions
+    included), builtins left out."""
+    import builtins
+    import symtable
+
+    table = next(t for t in symtable.symtable(source, "<hidden checks>", "exec").get_children()
+                 if t.get_name() == spec.call.__name__ and t.get_type() == "function")
+    names: set[str] = set()
+    todo = [table]
+    while todo:
+        current = todo.pop()
+        names |= {name for name in current.get_identifiers() if current.lookup(name).is_global()}
+        todo += current.get_children()
+    return {name for name in names if not hasattr(builtins, name)}
+
+
+def region_imports(source: str) -> set[str]:
+    """The names the region's top-level imports bind."""
+    names = set()
+    for node in ast.parse(source).body:
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            names |= {(alias.asname or alias.name).split(".")[0] for alias in node.names}
+    return names
 
 
 # --- parameters of learner modules -----------------------------------------------------------

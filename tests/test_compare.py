@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from grader.compare import JUDGES, close, tensor_message
+from grader.compare import Exact, Float, Frequencies, Mistake, Number, Numpy, Tensor, Tuple, close, judge_from_plain, judge_to_plain, tensor_message
 from grader.spec import load_params, to_plain
 
 WANT = torch.tensor([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]])
@@ -41,27 +41,39 @@ def test_transposed_square_result_and_the_rows_that_differ_are_named():
 
 
 def test_known_mistakes_are_named_and_never_shadow_the_right_answer():
-    mistakes = {"you computed cosine similarity": WANT / 10}
+    mistakes = [Mistake("you computed cosine similarity", WANT / 10)]
     assert tensor_message(WANT / 10, WANT, mistakes) == "you computed cosine similarity"
     # A "mistake" that happens to equal the right answer on this input is not reported.
-    assert tensor_message(WANT, WANT, {"same as the answer": WANT.clone()}) is None
+    assert tensor_message(WANT, WANT, [Mistake("same as the answer", WANT.clone())]) is None
+    # One message may stand for several wrong values.
+    transposed = [Mistake("you transposed a weight", WANT * 2), Mistake("you transposed a weight", WANT * 3)]
+    assert tensor_message(WANT * 3, WANT, transposed) == "you transposed a weight"
 
 
 def test_number_judge_accepts_python_numbers_and_0d_tensors_only():
     want = torch.tensor(2.5, dtype=torch.float64)
-    assert JUDGES["number"](2.5, want, None, 256) is None
-    assert JUDGES["number"](torch.tensor(2.5), want, None, 256) is None
-    assert "expected a torch tensor" in JUDGES["tensor"](2.5, want, None, 256)
+    assert Number()(2.5, want, []) is None
+    assert Number()(torch.tensor(2.5), want, []) is None
+    assert "expected a torch tensor" in Tensor()(2.5, want, [])
 
 
 def test_tuple_numpy_float_and_frequency_judges():
-    assert "part 1" in JUDGES["tuple"]((WANT, WANT + 1), (WANT, WANT), None, 256)
-    assert "tuple of 2" in JUDGES["tuple"](WANT, (WANT, WANT), None, 256)
-    assert "NumPy array" in JUDGES["numpy"](WANT, {"__ndarray__": WANT}, None, 256)
-    assert "use .item()" in JUDGES["float"](torch.tensor(1.0), 1.0, None, 0.1)
+    assert "part 1" in Tuple()((WANT, WANT + 1), (WANT, WANT), [])
+    assert "tuple of 2" in Tuple()(WANT, (WANT, WANT), [])
+    assert "NumPy array" in Numpy()(WANT, {"__ndarray__": WANT}, [])
+    assert "use .item()" in Float(rel=0.1)(torch.tensor(1.0), 1.0, [])
+    assert "expected int 3, got int 4" in Exact()(4, 3, [])
     probs = torch.tensor([0.5, 0.5, 0.0])
-    assert JUDGES["frequencies"](torch.tensor([480, 520, 0]), probs, None, 0.05) is None
-    assert "should have been filtered out" in JUDGES["frequencies"](torch.tensor([480, 510, 10]), probs, None, 0.05)
+    assert Frequencies(max_tv=0.05)(torch.tensor([480, 520, 0]), probs, []) is None
+    assert "should have been filtered out" in Frequencies(max_tv=0.05)(torch.tensor([480, 510, 10]), probs, [])
+
+
+@pytest.mark.parametrize("judge", [Tensor(), Tensor(steps=4096), Number(), Numpy(), Tuple(), Exact(), Float(rel=0.1),
+                                   Frequencies(max_tv=0.05)], ids=repr)
+def test_judges_are_stored_by_kind_and_named_settings(judge):
+    plain = judge_to_plain(judge)
+    assert plain["kind"] == type(judge).__name__
+    assert judge_from_plain(plain) == judge
 
 
 def test_close_treats_matching_infinities_and_nans_as_equal():

@@ -14,7 +14,7 @@ import pytest
 from grader import course, notebook
 from grader import release as release_module
 from grader.compare import EPS32
-from grader.release import FIXTURE_STEPS, release, same_fixture
+from grader.release import FIXTURE_STEPS, call_problems, release, same_fixture
 from grader.selfcheck import FIXTURES
 
 
@@ -132,12 +132,14 @@ def test_a_changed_message_label_shape_dtype_or_case_is_reported(unit):
     def edit(path: tuple, change) -> str | None:
         return same_fixture(stored, _edited(stored, (name, *path), change))
 
-    message = next(iter(entry["cases"][0]["mistakes"]))
-    renamed = edit((*case, "mistakes"), lambda m: {(k + "!" if k == message else k): v for k, v in m.items()})
-    assert renamed and "mistakes: removed" in renamed and "added" in renamed, renamed
+    message = entry["cases"][0]["mistakes"][0][0]
+    renamed = edit((*case, "mistakes"), lambda m: [[k + "!" if k == message else k, v] for k, v in m])
+    assert renamed and "mistakes[0][0]" in renamed and " vs " in renamed, renamed
     assert "label" in edit((*case, "label"), lambda label: label + " ")
     assert "call_source" in edit(("call_source",), lambda source: source.replace("(", "( ", 1))
-    assert "tol" in edit(("tol",), lambda tol: tol + 1)
+    assert "judge › kind" in edit(("judge",), lambda judge: {**judge, "kind": "Other"})
+    assert "judge › steps" in same_fixture({"judge": {"kind": "Tensor", "steps": 256}},
+                                           {"judge": {"kind": "Tensor", "steps": 4096}})
     assert "3 vs 4 items" in same_fixture([1, 2, 3], [1, 2, 3, 4])
     assert "items" in edit(("cases",), lambda cases: cases + cases[:1])
     tensor = next(_paths(stored, lambda v: isinstance(v, dict) and "__tensor__" in v))
@@ -169,3 +171,14 @@ def test_release_check_reports_the_unit_and_its_first_real_difference(monkeypatc
     monkeypatch.setattr(release_module, "FIXTURES", tmp_path)
     [problem] = release(check=True, units=units)
     assert problem.startswith(f"grader/fixtures/{units[1]}.json is out of date: ") and " › want" in problem, problem
+
+
+def test_release_rejects_a_call_that_reads_what_the_learners_process_lacks():
+    unit = "01_dot_product"
+    source_nb = notebook.read(course.source_notebook(unit))
+    assert call_problems(unit, source_nb) == []
+    cell = next(c for c in source_nb.cells if notebook.grade_id(c) == "u01_dot_product_check")
+    cell.source = cell.source.replace("def call_dot_product(a, b):\n",
+                                      "SCALE = 1.0\n\n\ndef call_dot_product(a, b):\n    a = a * SCALE\n", 1)
+    problems = call_problems(unit, source_nb)
+    assert len(problems) == 1 and "u01_dot_product_check" in problems[0] and "'SCALE'" in problems[0], problems
