@@ -32,7 +32,8 @@ import torch
 
 from .compare import DEFAULT_TOL, Exact, Float, Frequencies, Judge, Mistake, Number, Numpy, Tensor, Tuple
 
-__all__ = ["Case", "Spec", "Mistake", "run", "attempt", "load_params", "forbid",
+__all__ = ["Case", "Spec", "Mistake", "run", "attempt", "load_params", "build", "dropout_seen", "forbid",
+           "NotAsAsked",
            "Tensor", "Number", "Numpy", "Tuple", "Exact", "Float", "Frequencies"]
 
 
@@ -170,9 +171,38 @@ def sanitize(x: Any) -> Any:
     return walk(x, 0)
 
 
+class NotAsAsked(ValueError):
+    """Raised by a check's glue code (not by the learner's code) when the learner's object does
+    not have the form the exercise asks for, e.g. other parameter names. Reported as its message
+    alone, without "it raised"."""
+
+
+# Code objects of the checks' own glue: an error is located in learner code, never here.
+_GLUE_FILES = ("<self-check>", "<check call>", "<hidden checks>")
+
+
+def _learner_function(exc: BaseException) -> str | None:
+    """The learner's function in which `exc` was raised: the innermost frame of notebook code
+    (cells have no file on disk), or None when it came from elsewhere."""
+    import os
+
+    tb, name = exc.__traceback__, None
+    while tb is not None:
+        code = tb.tb_frame.f_code
+        if code.co_filename not in _GLUE_FILES and not os.path.exists(code.co_filename) \
+                and code.co_name not in ("<module>", "<lambda>", "<listcomp>", "<genexpr>"):
+            name = code.co_name
+        tb = tb.tb_next
+    return name
+
+
 def error_value(exc: BaseException) -> dict:
+    """An error as the judges read it: "ValueError: text", "ValueError in sample_next_token:
+    text" when it was raised inside a learner function, or "NotAsAsked: text"."""
     text = str(exc).strip().splitlines()
-    return {"__error__": f"{type(exc).__name__}: {text[0][:600] if text else ''}".rstrip(": ")}
+    where = _learner_function(exc)
+    kind = type(exc).__name__ + (f" in {where}" if where and not isinstance(exc, NotAsAsked) else "")
+    return {"__error__": f"{kind}: {text[0][:600] if text else ''}".rstrip(": ")}
 
 
 def clone_args(value: Any) -> Any:
@@ -361,13 +391,60 @@ def load_params(module: torch.nn.Module, state: dict[str, torch.Tensor]) -> torc
         if wrong:
             parts.append("wrong shape: " + ", ".join(f"{n} is {found[n]}, expected {expected[n]}" for n in wrong))
         parts.append("the exercise asks for: " + ", ".join(f"{n} {s}" for n, s in expected.items()))
-        raise ValueError("the module's parameter names or shapes are not the ones the exercise asks for; "
-                         + "; ".join(parts))
+        raise NotAsAsked(f"{type(module).__name__}'s parameter names or shapes are not the ones the exercise "
+                         "asks for; " + "; ".join(parts))
     params = dict(module.named_parameters())
     with torch.no_grad():
         for name, value in state.items():
             params[name].copy_(value)
     return module
+
+
+def build(cls: type, state: dict[str, torch.Tensor], *args: Any, train: bool = False, **kwargs: Any) -> Any:
+    """The learner's module `cls(*args, **kwargs)`, built after a fixed seed, with the reference
+    parameters `state` copied in (see `load_params`) and in train or eval mode."""
+    torch.manual_seed(0)
+    module = cls(*args, **kwargs)
+    load_params(module, state)
+    return module.train(train)
+
+
+class DropoutLog(list):
+    """What dropout was applied to while learner code ran: one tensor per call made with
+    training on and p > 0 (see `dropout_seen`)."""
+
+    def values(self) -> torch.Tensor:
+        """Every value dropout received, sorted: the same however the calls were split up or
+        ordered (one call on all heads, or one per head in a loop)."""
+        if not self:
+            return torch.zeros(0, dtype=torch.float64)
+        return torch.cat([t.detach().double().reshape(-1) for t in self]).sort().values
+
+
+@contextlib.contextmanager
+def dropout_seen() -> Iterator[DropoutLog]:
+    """While learner code runs, dropout (`F.dropout`, `nn.Dropout`, `torch.dropout`) passes its
+    input through unchanged and records it when it would have dropped (training on, p > 0). A
+    check can then ask, without depending on random draws, which tensors dropout was applied to
+    and whether it acted at all: in train mode, the output equals the eval-mode one and the log
+    holds the tensors the contract puts dropout on; in eval mode the log is empty."""
+    import torch.nn.functional as F
+
+    log = DropoutLog()
+
+    def seen(input, p=0.5, training=True, inplace=False):
+        if training and p > 0:
+            log.append(input.detach().clone())
+        return input
+
+    saved = [(F, "dropout", F.dropout), (torch, "dropout", torch.dropout)]
+    try:
+        F.dropout = seen
+        torch.dropout = lambda input, p, train: seen(input, p, train)
+        yield log
+    finally:
+        for owner, name, original in saved:
+            setattr(owner, name, original)
 
 
 @contextlib.contextmanager
