@@ -59,6 +59,11 @@ def _fixtures() -> dict[str, Any]:
     return entries
 
 
+def entries_for(name: str) -> list[dict[str, Any]]:
+    """The stored checks of `name`: its first check, then any further ones ("name #2", ...)."""
+    return [entry for key, entry in _fixtures().items() if key == name or key.startswith(f"{name} #")]
+
+
 def check(name: str, namespace: dict[str, Any] | None = None) -> None:
     """Check the notebook's `name` (a function or class) on the stored examples.
 
@@ -66,21 +71,23 @@ def check(name: str, namespace: dict[str, Any] | None = None) -> None:
     names the mistake. `namespace` defaults to the caller's globals (the notebook)."""
     if namespace is None:
         namespace = inspect.currentframe().f_back.f_globals  # type: ignore[union-attr]
-    entry = _fixtures().get(name)
-    if entry is None:
+    entries = entries_for(name)
+    if not entries:
         raise KeyError(f"no self-check is stored for {name!r}")
     if name not in namespace:
         raise CheckFailed(f"{name} is not defined: run the cell where you wrote it first")
-    scope = dict(namespace)
-    exec(compile(entry["call_source"], "<self-check>", "exec"), scope)
-    fn = scope[entry["call_name"]]
-    judge = judge_from_plain(entry["judge"])
-    for case in entry["cases"]:
-        got = attempt(fn, *decode(case["args"]), **decode(case["kwargs"]))
-        mistakes = [Mistake(message, decode(value)) for message, value in case["mistakes"]]
-        message = judge(got, decode(case["want"]), mistakes)
-        if message:
-            raise CheckFailed(f"{name} ({case['label']}): {message}") from None
-    count = len(entry["cases"])
+    count = 0
+    for entry in entries:
+        scope = dict(namespace)
+        exec(compile(entry["call_source"], "<self-check>", "exec"), scope)
+        fn = scope[entry["call_name"]]
+        judge = judge_from_plain(entry["judge"])
+        for case in entry["cases"]:
+            got = attempt(fn, *decode(case["args"]), **decode(case["kwargs"]))
+            mistakes = [Mistake(message, decode(value)) for message, value in case["mistakes"]]
+            message = judge(got, decode(case["want"]), mistakes)
+            if message:
+                raise CheckFailed(f"{name} ({case['label']}): {message}") from None
+            count += 1
     print(f"\u2713 {name}: right on {count} example{'s' if count > 1 else ''}. "
           "The graded tests also try other inputs and shapes.")

@@ -423,7 +423,8 @@ class DropoutLog(list):
 
 @contextlib.contextmanager
 def dropout_seen() -> Iterator[DropoutLog]:
-    """While learner code runs, dropout (`F.dropout`, `nn.Dropout`, `torch.dropout`) passes its
+    """While learner code runs, dropout (`F.dropout`, `nn.Dropout`, `torch.dropout`, and the
+    `dropout_p` of `F.scaled_dot_product_attention`, which drops the attention weights) passes its
     input through unchanged and records it when it would have dropped (training on, p > 0). A
     check can then ask, without depending on random draws, which tensors dropout was applied to
     and whether it acted at all: in train mode, the output equals the eval-mode one and the log
@@ -437,10 +438,19 @@ def dropout_seen() -> Iterator[DropoutLog]:
             log.append(input.detach().clone())
         return input
 
-    saved = [(F, "dropout", F.dropout), (torch, "dropout", torch.dropout)]
+    sdpa = F.scaled_dot_product_attention
+
+    def sdpa_seen(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, **kwargs):
+        if dropout_p > 0:  # the weights it would drop: the same call with the identity as values
+            eye = torch.eye(key.shape[-2], dtype=value.dtype, device=value.device)
+            seen(sdpa(query, key, eye.expand(*value.shape[:-2], -1, -1), attn_mask, 0.0, is_causal, **kwargs), dropout_p)
+        return sdpa(query, key, value, attn_mask, 0.0, is_causal, **kwargs)
+
+    saved = [(F, "dropout", F.dropout), (torch, "dropout", torch.dropout), (F, "scaled_dot_product_attention", sdpa)]
     try:
         F.dropout = seen
         torch.dropout = lambda input, p, train: seen(input, p, train)
+        F.scaled_dot_product_attention = sdpa_seen
         yield log
     finally:
         for owner, name, original in saved:

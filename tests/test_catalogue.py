@@ -39,12 +39,12 @@ def hidden_messages(unit: str, answer: str, namespace: dict) -> list[str]:
 
 
 def selfcheck_messages(unit: str, answer: str, namespace: dict) -> list[str]:
-    from grader.selfcheck import _fixtures
+    from grader.selfcheck import entries_for
 
     exercise = exercise_for(unit, answer)
     messages = []
     for name in dict.fromkeys(spec.name for spec in collect(exercise.hidden)):
-        if name in _fixtures():
+        if entries_for(name):
             try:
                 check(name, namespace)
             except CheckFailed as exc:

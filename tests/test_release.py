@@ -57,6 +57,9 @@ def test_self_check_names_are_unique_across_units():
     seen: dict[str, str] = {}
     for path in sorted((course.ROOT / "grader" / "fixtures").glob("*.json")):
         for name in json.loads(path.read_text()):
+            name = name.split(" #")[0]  # "name #2": a further check of the same name, in the same unit
+            if seen.get(name) == path.name:
+                continue
             assert name not in seen, f"{name!r} has self-checks in both {seen[name]} and {path.name}"
             seen[name] = path.name
 

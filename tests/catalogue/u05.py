@@ -84,6 +84,10 @@ def causal_mask(num_tokens, device=None):
 def causal_mask(num_tokens, device=None):
     return torch.triu(torch.ones(num_tokens, num_tokens, device=device), diagonal=1)
 """, "return a boolean tensor"),
+    Mistake("causal_mask that ignores device", M, """
+def causal_mask(num_tokens, device=None):
+    return torch.ones(num_tokens, num_tokens, dtype=torch.bool).triu(1)
+""", "ignores `device`"),
     # --- causal_attention_weights
     Mistake("softmax without any mask", W, """
 def causal_attention_weights(scores):
@@ -157,17 +161,14 @@ def renormalize_after_mask(weights):
             "slice the mask to the number of tokens"),
     Mistake("dropout applied before softmax", C,
             _ca(drop_scores="scores = self.dropout(scores)\n        ", weights="torch.softmax(scores, dim=-1)"),
-            "before the softmax", selfcheck=False),
+            "before the softmax"),
     Mistake("dropout applied to the masked scores", C,
-            _ca(weights="torch.softmax(self.dropout(scores), dim=-1)"), "before the softmax", selfcheck=False),
+            _ca(weights="torch.softmax(self.dropout(scores), dim=-1)"), "before the softmax"),
     Mistake("dropout on the output instead of the weights", C,
-            _ca(weights="torch.softmax(scores, dim=-1)", out="self.dropout(out)"), "dropout to the output",
-            selfcheck=False),
-    Mistake("dropout never applied", C, _ca(weights="torch.softmax(scores, dim=-1)"), "no dropout was applied",
-            selfcheck=False),
+            _ca(weights="torch.softmax(scores, dim=-1)", out="self.dropout(out)"), "dropout to the output"),
+    Mistake("dropout never applied", C, _ca(weights="torch.softmax(scores, dim=-1)"), "no dropout was applied"),
     Mistake("F.dropout still active in eval()", C,
-            _ca(weights="F.dropout(torch.softmax(scores, dim=-1), self.dropout.p)"), "still active in eval()",
-            selfcheck=False),
+            _ca(weights="F.dropout(torch.softmax(scores, dim=-1), self.dropout.p)"), "still active in eval()"),
     Mistake("mask registered as nn.Parameter", C,
             _ca(mask_line="self.mask = nn.Parameter(torch.triu(torch.ones(context_length, context_length), "
                           "diagonal=1), requires_grad=False)"), "register_buffer"),
@@ -250,6 +251,13 @@ def causal_attention_weights(scores):
     T = scores.shape[-1]
     additive = torch.full((T, T), float("-inf")).triu(1)
     return F.softmax(scores + additive, dim=-1)
+"""),
+    Alternative("softmax, then the keep-mask, then renormalise", W, """
+def causal_attention_weights(scores):
+    T = scores.shape[-1]
+    keep = torch.ones(T, T, dtype=torch.bool, device=scores.device).tril()
+    weights = torch.softmax(scores, dim=-1) * keep
+    return weights / weights.sum(dim=-1, keepdim=True)
 """),
     Alternative("tril of the weights, then divide", R, """
 def renormalize_after_mask(weights):
@@ -348,6 +356,21 @@ def is_causal(module, num_tokens, d_in, trials=3):
         return True
     finally:
         module.train(previous)
+"""),
+    Alternative("autograd's Jacobian: no output may depend on a later input", I, """
+def is_causal(module, num_tokens, d_in, trials=3):
+    was_training = module.training
+    module.eval()
+    try:
+        for _ in range(trials):
+            x = torch.randn(1, num_tokens, d_in)
+            jac = torch.autograd.functional.jacobian(module, x)    # (1, T, d_out, 1, T, d_in)
+            dependence = jac[0, :, :, 0].abs().sum(dim=(1, 3))     # (T, T): output t on input s
+            if (dependence.triu(1) > 1e-6).any():
+                return False
+        return True
+    finally:
+        module.train(was_training)
 """),
     Alternative("loop over sequences", P, """
 def padding_mask(lengths, num_tokens):
