@@ -305,6 +305,14 @@ def attention_entropy(weights):
 """),
 
     # --- scaled_dot_product_attention -------------------------------------------------------
+    Alternative("softmax over all keys, then the keep-mask, then renormalise", S, """
+def scaled_dot_product_attention(q, k, v, mask=None):
+    weights = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(k.shape[-1]), dim=-1)
+    if mask is not None:
+        weights = weights * (~mask)
+        weights = weights / weights.sum(dim=-1, keepdim=True)
+    return weights @ v, weights
+"""),
     Alternative("einsum, q scaled first, -1e9", S, """
 def scaled_dot_product_attention(q, k, v, mask=None):
     scores = torch.einsum("...qd,...kd->...qk", q / q.shape[-1] ** 0.5, k)
