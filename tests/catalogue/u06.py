@@ -139,7 +139,7 @@ class MultiHeadAttentionWrapper(nn.Module):
                                     for _ in range(num_heads)])
     def forward(self, x):
         return torch.cat([h(x) for h in self.heads], dim=-1)
-""", "pass the `dropout` rate on", selfcheck=False),
+""", "pass the `dropout` rate on"),
 
     # --- Exercise 2: split and merge -----------------------------------------------------------
     Mistake("split_heads: view straight to (B, H, T, hd)", S, """
@@ -237,25 +237,25 @@ def merge_heads(x):
     Mistake("dropout on the context instead of the weights", M, _forward(
         "w = self.dropout(torch.softmax(scores, dim=-1))\n        ctx = (w @ v).transpose(1, 2).contiguous().view(B, T, self.d_out)",
         "w = torch.softmax(scores, dim=-1)\n        ctx = self.dropout((w @ v).transpose(1, 2).contiguous().view(B, T, self.d_out))"),
-            "dropout to the merged context", selfcheck=False),
+            "dropout to the merged context"),
     Mistake("dropout on the output", M, _forward(
         "w = self.dropout(torch.softmax(scores, dim=-1))", "w = torch.softmax(scores, dim=-1)").replace(
         "return self.out_proj(ctx)", "return self.dropout(self.out_proj(ctx))"),
-            "dropout to the output of out_proj", selfcheck=False),
+            "dropout to the output of out_proj"),
     Mistake("dropout on the scores before the softmax", M, _forward(
         "w = self.dropout(torch.softmax(scores, dim=-1))", "w = torch.softmax(self.dropout(scores), dim=-1)"),
-            "dropped -inf", selfcheck=False),
+            "dropped -inf"),
     Mistake("dropout on the scores before the mask", M, _forward(
         'scores = scores.masked_fill(self.mask[:T, :T], float("-inf"))',
         'scores = self.dropout(scores).masked_fill(self.mask[:T, :T], float("-inf"))').replace(
         "w = self.dropout(torch.softmax(scores, dim=-1))", "w = torch.softmax(scores, dim=-1)"),
-            "dropout to the scores, before the softmax", selfcheck=False),
+            "dropout to the scores, before the softmax"),
     Mistake("no dropout at all", M, _forward("w = self.dropout(torch.softmax(scores, dim=-1))",
                                              "w = torch.softmax(scores, dim=-1)"),
-            "same as in eval mode", selfcheck=False),
+            "same as in eval mode"),
     Mistake("F.dropout that is also on in eval()", M, "import torch.nn.functional as F\n" + _forward(
         "w = self.dropout(torch.softmax(scores, dim=-1))", "w = F.dropout(torch.softmax(scores, dim=-1), self.dropout.p)"),
-            "in eval() mode your output is random", selfcheck=False),
+            "in eval() mode your output is random"),
 
     # --- Exercise 4: to_torch_mha --------------------------------------------------------------
     Mistake("in_proj packed as key, query, value", T, _to_torch(
@@ -337,6 +337,18 @@ def mha_param_count(d_in, d_out, num_heads, qkv_bias=False):
 ]
 
 ALTERNATIVES = [
+    Alternative("MultiHeadAttention as a Python loop over heads, dropout per head", M, _mha("""
+    def forward(self, x):
+        B, T, _ = x.shape
+        q, k, v = self.W_query(x), self.W_key(x), self.W_value(x)          # (B, T, d_out)
+        heads = []
+        for h in range(self.num_heads):
+            cols = slice(h * self.head_dim, (h + 1) * self.head_dim)
+            scores = q[..., cols] @ k[..., cols].transpose(1, 2) / math.sqrt(self.head_dim)
+            scores = scores.masked_fill(self.mask[:T, :T], float("-inf"))  # (B, T, T)
+            heads.append(self.dropout(torch.softmax(scores, dim=-1)) @ v[..., cols])
+        return self.out_proj(torch.cat(heads, dim=-1))
+""")),
     Alternative("wrapper built with a loop and torch.concat", W, """
 class MultiHeadAttentionWrapper(nn.Module):
     def __init__(self, d_in, d_out, context_length, dropout, num_heads, qkv_bias=False):
