@@ -269,6 +269,7 @@ def execute(notebook, workdir: Path, limits: Limits) -> Outcome:
         "XDG_CACHE_HOME": str(workdir / ".cache"),
         "PYTHONDONTWRITEBYTECODE": "1",
         "PYTHONSAFEPATH": "1",               # the scratch folder is never on the import path
+        "PYTHONPATH": str(PACKAGE.parent),   # this very grader package, wherever the course is copied
         # One thread per notebook: workers already fill the cores, and torch's threads spin-wait
         # on a busy machine (unit 08 took 321 s beside one busy process with 2 threads, 17 s with 1).
         "OMP_NUM_THREADS": "1",
