@@ -10,8 +10,8 @@ a correct answer.
 from __future__ import annotations
 
 import functools
-import inspect
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -68,9 +68,9 @@ def check(name: str, namespace: dict[str, Any] | None = None) -> None:
     """Check the notebook's `name` (a function or class) on the stored examples.
 
     Prints a tick when everything matches; otherwise raises CheckFailed with a message that
-    names the mistake. `namespace` defaults to the caller's globals (the notebook)."""
+    names the mistake. `namespace` defaults to the notebook's names (the kernel's `__main__`)."""
     if namespace is None:
-        namespace = inspect.currentframe().f_back.f_globals  # type: ignore[union-attr]
+        namespace = vars(sys.modules["__main__"])
     entries = entries_for(name)
     if not entries:
         raise KeyError(f"no self-check is stored for {name!r}")
