@@ -200,14 +200,14 @@ def merge_heads(x):
             "missing: out_proj.bias"),
     Mistake("no ValueError for an indivisible d_out", M, _mha(_FORWARD, _MHA_INIT.replace(
         'raise ValueError("d_out must be divisible by num_heads")', "pass")),
-            "was built without complaint", selfcheck=False),
+            "was built without complaint"),
     Mistake("assert instead of ValueError", M, _mha(_FORWARD, _MHA_INIT.replace(
         'if d_out % num_heads != 0:\n            raise ValueError("d_out must be divisible by num_heads")',
         'assert d_out % num_heads == 0, "d_out must be divisible by num_heads"')),
-            "AssertionError", selfcheck=False),
+            "AssertionError"),
     Mistake("head_dim as a float", M, _mha(_FORWARD.replace("self.head_dim)", "int(self.head_dim))"),
                                            _MHA_INIT.replace("d_out // num_heads", "d_out / num_heads")),
-            "head_dim must be an int", selfcheck=False),
+            "head_dim must be an int"),
     Mistake("mask not cut to the batch length", M, _forward("self.mask[:T, :T]", "self.mask"),
             "is the mask cut to the batch's length"),
     Mistake("view straight to (B, H, T, hd), merged back with a transpose", M, _mha(
