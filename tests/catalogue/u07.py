@@ -322,6 +322,29 @@ class FeedForward(nn.Module):
         x = x + F.dropout(self.ff(self.norm2(x)), self.drop_shortcut.p)
         return x
 """), "dropout must do nothing", selfcheck=False),
+    Mistake("drop_shortcut as F.dropout(training=True), active in eval() mode too", B, _block("""
+    def forward(self, x):
+        p = self.drop_shortcut.p
+        x = x + F.dropout(self.att(self.norm1(x)), p, training=True)
+        x = x + F.dropout(self.ff(self.norm2(x)), p, training=True)
+        return x
+"""), "dropout is active in eval() mode"),
+    Mistake("drop_shortcut applied after the attention only", B, _block("""
+    def forward(self, x):
+        x = x + self.drop_shortcut(self.att(self.norm1(x)))
+        return x + self.ff(self.norm2(x))
+"""), "drop_shortcut is applied in one sub-layer only"),
+    Mistake("drop_shortcut applied to each sub-layer's normalised input", B, _block("""
+    def forward(self, x):
+        x = x + self.att(self.drop_shortcut(self.norm1(x)))
+        return x + self.ff(self.drop_shortcut(self.norm2(x)))
+"""), "applied drop_shortcut to the sub-layer's input"),
+    Mistake("the attention built without dropout", B, _block("""
+    def forward(self, x):
+        x = x + self.drop_shortcut(self.att(self.norm1(x)))
+        return x + self.drop_shortcut(self.ff(self.norm2(x)))
+""", init=_BLOCK_INIT.replace("context_length, dropout, num_heads", "context_length, 0.0, num_heads")),
+        "the attention inside the block has no dropout"),
 ]
 
 ALTERNATIVES = [
@@ -426,4 +449,12 @@ class TransformerBlock(nn.Module):
         x = torch.add(x, attended)
         return x + F.dropout(self.ff(self.norm2(x)), p, training=self.training)
 """),
+    Alternative("F.dropout with the mode as a positional argument; the feed-forward output dropped out one sequence "
+                "at a time, the last first (other calls, other random draws)", B, _block("""
+    def forward(self, x):
+        x = x + F.dropout(self.att(self.norm1(x)), self.drop_shortcut.p, self.training)
+        rows = self.ff(self.norm2(x)).split(1)
+        dropped = [self.drop_shortcut(row) for row in reversed(rows)]
+        return x + torch.cat(dropped[::-1])
+""")),
 ]
