@@ -102,7 +102,9 @@ def error_message(got: Any) -> str | None:
         return None
     text = got["__error__"]
     if text.startswith("NotImplementedError"):
-        return "not written yet: replace `raise NotImplementedError()` with your code"
+        where = text.split(":")[0].removeprefix("NotImplementedError in ")
+        function = f" ({where} still raises it)" if where != "NotImplementedError" else ""
+        return f"not written yet: replace `raise NotImplementedError()` with your code{function}"
     if text.startswith("NotAsAsked: "):  # the check's glue found the learner's object of another form
         return text.removeprefix("NotAsAsked: ")
     return f"it raised {text}"

@@ -30,7 +30,7 @@ from typing import Any, Callable, Iterable, Iterator
 
 import torch
 
-from .compare import DEFAULT_TOL, Exact, Float, Frequencies, Judge, Mistake, Number, Numpy, Tensor, Tuple
+from .compare import Exact, Float, Frequencies, Judge, Mistake, Number, Numpy, Tensor, Tuple
 
 __all__ = ["Case", "Spec", "Mistake", "run", "attempt", "load_params", "build", "dropout_seen", "forbid",
            "NotAsAsked",
@@ -42,31 +42,22 @@ class Case:
     and the mistakes each receive the fields their signature names (all of them with **kw).
 
         Case("batched, T=1", x=torch.randn(2, 1, 4, generator=g), num_heads=2)
+    """
 
-    (Positional arguments, `Case(label, (a, b), {"dim": 0})`, are the older form.)"""
-
-    def __init__(self, label: str, args: tuple | None = None, kwargs: dict | None = None, /, **fields: Any):
+    def __init__(self, label: str, /, **fields: Any):
         self.label = label
-        self.args = tuple(args or ())
-        self.kwargs = dict(kwargs or {})
         self.fields = fields
-        if fields and (self.args or self.kwargs):
-            raise TypeError(f"case {label!r}: give named fields or positional arguments, not both")
 
     def arguments(self, fn: Callable[..., Any]) -> tuple[tuple, dict[str, Any]]:
-        """The positional and keyword arguments with which `fn` receives this case."""
-        if not self.fields:
-            return self.args, self.kwargs
+        """The positional and keyword arguments with which `fn` receives this case: the fields
+        its signature names, by name."""
         params = inspect.signature(fn).parameters.values()
         if any(p.kind is p.VAR_KEYWORD for p in params):
             return (), dict(self.fields)
         return (), {p.name: self.fields[p.name] for p in params if p.name in self.fields}
 
     def __repr__(self) -> str:
-        return f"Case({self.label!r}, {', '.join(self.fields) or self.args})"
-
-
-_LEGACY_JUDGES = {"tensor": Tensor, "number": Number, "numpy": Numpy, "tuple": Tuple}
+        return f"Case({self.label!r}, {', '.join(self.fields)})"
 
 
 @dataclass
@@ -77,25 +68,8 @@ class Spec:
     examples: Callable[[], list[Case]] = lambda: []              # fixed inputs, also used by self-checks
     cases: Callable[[torch.Generator], list[Case]] = lambda g: []  # seeded random inputs
     mistakes: Callable[..., Iterable[Mistake]] | None = None     # grader side: the values of known mistakes
-    judge: Judge | str = field(default_factory=Tensor)           # how to compare (grader.compare)
-    tol: float | None = None                                     # older form: the judge's one setting
+    judge: Judge = field(default_factory=Tensor)                 # how to compare (grader.compare)
     seed: int = 0
-
-    def __post_init__(self) -> None:
-        if isinstance(self.judge, str):  # the older form: a judge's name and `tol`
-            name = self.judge
-            if name in _LEGACY_JUDGES:
-                self.judge = _LEGACY_JUDGES[name](self.tol if self.tol is not None else DEFAULT_TOL)
-            elif name == "exact":
-                self.judge = Exact()
-            elif name == "float":
-                self.judge = Float(rel=self.tol)
-            elif name == "frequencies":
-                self.judge = Frequencies(max_tv=self.tol)
-            else:
-                raise ValueError(f"{self.name}: no judge named {name!r}")
-        elif self.tol is not None:
-            raise TypeError(f"{self.name}: give the judge its setting by name, e.g. Tensor(steps=...), not tol")
 
     def all_cases(self) -> list[Case]:
         generator = torch.Generator().manual_seed(self.seed)
@@ -266,8 +240,6 @@ def expected(spec: Spec, case: Case) -> tuple[Any, list[Mistake]]:
     with quiet(), torch.no_grad():
         want = _run(spec.oracle, case)
         found = _run(spec.mistakes, case) if spec.mistakes else ()
-        if isinstance(found, dict):  # the older form: {message: value}
-            found = found.items()
         mistakes = [Mistake(message, to_plain(value)) for message, value in found]
     return to_plain(want), mistakes
 

@@ -31,7 +31,7 @@ def hidden_messages(unit: str, answer: str, namespace: dict) -> list[str]:
     messages = []
     for spec in collect(exercise.hidden):
         scope = dict(namespace)
-        exec(learner_side_source(exercise.hidden, spec), scope)
+        exec(compile(learner_side_source(exercise.hidden, spec), "<check call>", "exec"), scope)  # as in grading
         message = evaluate(spec, scope[spec.call.__name__])
         if message:
             messages.append(message)

@@ -124,7 +124,7 @@ class CharTokenizer:
         return [self.stoi[c] for c in s]
     def decode(self, ids):
         return "".join(self.chars[i] for i in ids)
-""", "expected tuple"),
+""", "expected list"),
     Mistake("unknown character raises KeyError", TOK, """
 class CharTokenizer:
     def __init__(self, text):
@@ -255,10 +255,15 @@ def get_batch(data, block_size, batch_size, generator=None):
                                                                           "self.config.context_length"),
             "keep its configuration as self.cfg"),
     Mistake("drop_emb never applied", GPT, gpt().replace("x = self.drop_emb(x)", "pass"),
-            "drop_emb is never applied", selfcheck=False),
+            "drop_emb is never applied"),
     Mistake("dropout on token embeddings only", GPT,
             gpt(embed="self.drop_emb(self.tok_emb(idx)) + self.pos_emb(torch.arange(T, device=idx.device))")
-            .replace("x = self.drop_emb(x)", "pass"), "token embeddings only", selfcheck=False),
+            .replace("x = self.drop_emb(x)", "pass"), "token embeddings only"),
+    Mistake("drop_emb with nn.Dropout's default rate", GPT, gpt().replace("nn.Dropout(cfg.dropout)", "nn.Dropout()"),
+            "not cfg.dropout"),
+    Mistake("dropout on the embeddings still active in eval()", GPT,
+            gpt().replace("x = self.drop_emb(x)", "x = F.dropout(x, self.cfg.dropout, training=True)"),
+            "in eval() mode your model still applies dropout"),
     # --- one training step
     Mistake("gradients never cleared", STEP, """
 def train_step(model, optimizer, x, y, max_norm=None):
@@ -446,6 +451,8 @@ class TinyGPT(nn.Module):
                 .replace("EMBED", "self.tok_emb(idx) + self.pos_emb.weight[torch.arange(T)]")
                 .replace("LOSS", "logp = torch.log_softmax(logits, dim=-1)\n"
                                  "        loss = -logp.gather(-1, targets.unsqueeze(-1)).mean()")),
+    Alternative("TinyGPT applying dropout with F.dropout and the module's mode", GPT,
+                gpt().replace("x = self.drop_emb(x)", "x = F.dropout(x, self.drop_emb.p, self.training)")),
     Alternative("train_step with model.zero_grad, hand-written clipping and float()", STEP, """
 def train_step(model, optimizer, x, y, max_norm=None):
     model.zero_grad(set_to_none=False)
