@@ -26,6 +26,7 @@ def test_right_values_pass_within_float32_error():
     ("text", "expected a tensor"),
     (WANT.bool(), "floating-point"),
     ({"__error__": "NotImplementedError"}, "not written yet"),
+    ({"__error__": "NotImplementedError in sample_next_token"}, "(sample_next_token still raises it)"),
     ({"__error__": "RuntimeError: shapes do not match"}, "it raised RuntimeError: shapes do not match"),
 ])
 def test_wrong_values_get_a_message_naming_the_problem(got, expected):

@@ -96,3 +96,56 @@ def test_the_shared_inputs_hold_no_reference_answer():
     assert not operators, "grader/inputs.py multiplies matrices"
     assert not used & ANSWERS, f"grader/inputs.py computes {sorted(used & ANSWERS)}"
     assert imports <= {"__future__", "annotations", "math", "torch"}, imports
+
+
+def test_dropout_seen_records_what_dropout_is_applied_to_however_the_calls_are_split():
+    from torch import nn
+    from torch.nn import functional as F
+
+    from grader.spec import dropout_seen
+
+    weights = torch.softmax(torch.randn(2, 3, 4, 4), dim=-1)          # (B, H, T, T)
+    fused, per_head, in_eval = nn.Dropout(0.5).train(), nn.Dropout(0.5).train(), nn.Dropout(0.5).eval()
+    with dropout_seen() as one:
+        assert torch.equal(fused(weights), weights)                   # passed through, not dropped
+    with dropout_seen() as loop:
+        for h in reversed(range(3)):
+            per_head(weights[:, h])
+    with dropout_seen() as none:
+        in_eval(weights)
+        F.dropout(weights, 0.5, training=False)
+        F.dropout(weights, 0.0)
+    assert torch.equal(one.values(), loop.values()) and one.values().shape == (2 * 3 * 4 * 4,)
+    assert none.values().shape == (0,)
+    with dropout_seen() as always:
+        F.dropout(weights, 0.1)                                       # training=True whatever the mode
+    assert always.values().shape == (96,)
+    q, k, v = torch.randn(3, 2, 5, 4).unbind(0)
+    with dropout_seen() as fused_kernel:
+        out = F.scaled_dot_product_attention(q, k, v, dropout_p=0.3, is_causal=True)
+    assert torch.allclose(out, F.scaled_dot_product_attention(q, k, v, is_causal=True))
+    assert torch.allclose(fused_kernel.values().float(), torch.softmax(
+        (q @ k.mT / 2).masked_fill(torch.ones(5, 5, dtype=torch.bool).triu(1), float("-inf")), -1).flatten().sort().values,
+        atol=1e-6)
+    assert F.dropout(torch.ones(1000), 0.5).eq(0).any()               # restored afterwards
+
+
+def test_errors_name_the_learner_function_and_a_module_of_another_form_reads_plainly():
+    from torch import nn
+
+    from grader.compare import error_message
+    from grader.spec import build
+
+    source = "def sample(x):\n    raise RuntimeError('bad probabilities')\ndef generate(x):\n    return sample(x)\n"
+    scope: dict = {}
+    exec(compile(source, "<learner cell>", "exec"), scope)  # a notebook cell: no file on disk
+    assert error_message(attempt(scope["generate"], 1)) == "it raised RuntimeError in sample: bad probabilities"
+
+    class Wrong(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.W = nn.Linear(2, 2)
+
+    message = error_message(attempt(build, Wrong, {"W_query.weight": torch.zeros(2, 2)}))
+    assert message.startswith("Wrong's parameter names or shapes are not the ones the exercise asks for")
+    assert "missing: W_query.weight (2, 2)" in message and "raised" not in message
