@@ -11,7 +11,7 @@ import pytest
 import catalogue
 from grader.selfcheck import check
 from grader.spec import CheckFailed, collect, evaluate, learner_side_source
-from reference import exercise_for, reference_namespace
+from reference import answers, exercise_for, reference_namespace
 
 ENTRIES = []
 for info in pkgutil.iter_modules(catalogue.__path__):
@@ -19,9 +19,16 @@ for info in pkgutil.iter_modules(catalogue.__path__):
     ENTRIES += [(module.UNIT, e) for e in module.MISTAKES + module.ALTERNATIVES]
 
 
-def _with(unit: str, code: str) -> dict:
+def _with(unit: str, code: str, answer: str = "", graded_at: str = "") -> dict:
+    """The reference namespace with `code` in place of an answer cell. With `graded_at`, the
+    reference answers from there back to `answer` are defined again on top, so that they use
+    the replaced code (a function keeps the namespace it was defined in)."""
     namespace = dict(reference_namespace(unit))
     exec(compile(code, "<catalogue entry>", "exec"), namespace)
+    if graded_at:
+        ids = list(answers(unit))
+        for later in ids[ids.index(answer) + 1:ids.index(graded_at) + 1]:
+            exec(compile(answers(unit)[later], "<reference answer>", "exec"), namespace)
     return namespace
 
 
@@ -55,12 +62,13 @@ def selfcheck_messages(unit: str, answer: str, namespace: dict) -> list[str]:
 @pytest.mark.parametrize("unit,entry", [e for e in ENTRIES if isinstance(e[1], catalogue.Mistake)],
                          ids=lambda v: getattr(v, "name", v))
 def test_mistake_loses_points_with_its_message(unit, entry, capsys):
-    namespace = _with(unit, entry.code)
-    messages = hidden_messages(unit, entry.answer, namespace)
+    namespace = _with(unit, entry.code, entry.answer, entry.graded_at)
+    graded_at = entry.graded_at or entry.answer
+    messages = hidden_messages(unit, graded_at, namespace)
     assert messages, f"hidden checks accept the mistake: {entry.name}"
     assert any(entry.message in m for m in messages), f"{entry.name}: message not named; got {messages}"
     if entry.selfcheck:
-        found = selfcheck_messages(unit, entry.answer, namespace)
+        found = selfcheck_messages(unit, graded_at, namespace)
         assert any(entry.message in m for m in found), f"{entry.name}: self-check does not name it; got {found}"
 
 

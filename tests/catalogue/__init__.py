@@ -1,8 +1,9 @@
 """Catalogue of learner mistakes and correct alternatives, one module per unit (`u01.py`, ...).
 
-Each module names its unit in UNIT. Each entry replaces the code of one answer cell of the reference solution. The catalogue test
-proves that every mistake loses the points of that exercise and gets its named message, and
-that every alternative keeps full marks.
+Each module names its unit in UNIT. Each entry replaces the code of one answer cell of the
+reference solution. The catalogue test proves that every mistake loses the points of that
+exercise (or of the later exercise in `graded_at`, whose check must name the earlier cause) and
+gets its named message, and that every alternative keeps full marks.
 """
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ class Mistake:
     code: str                # the learner's (wrong) code
     message: str             # a piece of the message the learner must see
     selfcheck: bool = True   # the notebook's self-check names it too (the example shows the bug)
+    graded_at: str = ""      # a later exercise's answer cell whose check must name this earlier cause
 
 
 @dataclass(frozen=True)

@@ -141,7 +141,18 @@ MISTAKES = [
         var = (x * x).mean(dim=-1, keepdim=True) - mean * mean
         return self.scale * (x - mean) / torch.sqrt(var + self.eps) + self.shift
 """), "mean(x**2) - mean(x)**2 loses the variance"),
+    Mistake("unbiased variance, seen from the transformer block", L, _ln("""
+    def forward(self, x):
+        mean = x.mean(dim=-1, keepdim=True)
+        var = x.var(dim=-1, keepdim=True)
+        return self.scale * (x - mean) / torch.sqrt(var + self.eps) + self.shift
+"""), "fix your LayerNorm (Exercise 1) first", graded_at=B),
     # --- GELU -----------------------------------------------------------------------------
+    Mistake("exact erf GELU, seen from the transformer block", G, """
+class GELU(nn.Module):
+    def forward(self, x):
+        return F.gelu(x)
+""", "fix your GELU (Exercise 2) first", graded_at=B),
     Mistake("exact erf GELU with F.gelu's default", G, """
 class GELU(nn.Module):
     def forward(self, x):

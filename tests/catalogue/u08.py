@@ -96,6 +96,11 @@ def generator_code(eval_="model.eval()", grad="torch.no_grad()", crop="idx[:, -m
 
 
 MISTAKES = [
+    Mistake("a broken sample_next_token, seen from generate", SAMPLE, """
+def sample_next_token(logits, temperature=1.0, top_k=None, top_p=None, generator=None):
+    probs = torch.softmax(logits / temperature, dim=-1) - 0.5
+    return torch.multinomial(probs, 1, generator=generator)
+""", "in sample_next_token", graded_at=GEN),
     # --- tokenizer
     Mistake("ids in order of first appearance", TOK, """
 class CharTokenizer:
