@@ -1,23 +1,33 @@
-"""Benchmark of unit 08's TinyGPT: training throughput and time to approach the entropy floor.
+"""Benchmark of unit 08's TinyGPT: training throughput, where its time goes, and time to approach
+the entropy floor.
 
-    python benchmarks/bench_gpt.py                 # both parts (the second may take up to --cap minutes)
-    python benchmarks/bench_gpt.py --skip-target   # throughput only
+    python benchmarks/bench_gpt.py                 # all parts (the last may take up to --cap minutes)
+    python benchmarks/bench_gpt.py --skip-target   # throughput and profile only
 
-1. Training throughput (tokens per second: forward, backward and an AdamW step) of the
-   reference TinyGPT at 4 layers, 4 heads, width 128, context 64, batch 12, once with the
-   explicit attention of the notebook and once with F.scaled_dot_product_attention swapped in.
-2. Wall time for the reference model to reach a validation loss within 5% of the corpus's
-   entropy floor (data/corpus_stats.json), evaluated every --eval-every steps on a fixed set of
-   validation windows; it stops at the target or at the time cap and says which.
+1. Training throughput (tokens per second: forward, backward and an AdamW step) at 4 layers,
+   4 heads, width 128, context 64, batch 12, of three models of the same size, measured in
+   alternating rounds of one run and given as ratios to the third:
+   - the reference TinyGPT as unit 08 teaches it (explicit attention, LayerNorm and GELU by hand);
+   - its fast path: the same model and parameters with PyTorch's built-ins swapped in (one fused
+     query/key/value projection, F.layer_norm, the built-in GELU, F.scaled_dot_product_attention);
+   - a minimal GPT written with built-ins only, the shape of the best minimal GPT code.
+2. A profile (torch.profiler) of the taught model's training step: the operators it spends its
+   time on.
+3. Wall time for the fast path to reach a validation loss within 5% of the corpus's entropy floor
+   (data/corpus_stats.json), evaluated every --eval-every steps on a fixed set of validation
+   windows; it stops at the target or at the time cap and says which.
 
-The model below is a copy of the reference solution of solutions/08_tiny_gpt (the given blocks
-of unit 07 and the TinyGPT exercise): keep the two in step when either changes.
+The taught model below is a copy of the reference solution of solutions/08_tiny_gpt (the given
+blocks of unit 07 and the TinyGPT exercise), and the fast path a copy of the notebook's: keep them
+in step when either changes (tests/test_benchmark_model.py checks it).
 """
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import math
+import statistics
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -59,8 +69,6 @@ class FeedForward(nn.Module):
 
 
 class MultiHeadAttention(nn.Module):
-    use_sdpa = False  # class switch: True uses F.scaled_dot_product_attention
-
     def __init__(self, d_in, d_out, context_length, dropout, num_heads, qkv_bias=False):
         super().__init__()
         self.d_out, self.num_heads, self.head_dim = d_out, num_heads, d_out // num_heads
@@ -77,13 +85,9 @@ class MultiHeadAttention(nn.Module):
         q = self.W_query(x).view(b, t, self.num_heads, self.head_dim).transpose(1, 2)  # (B, H, T, hd)
         k = self.W_key(x).view(b, t, self.num_heads, self.head_dim).transpose(1, 2)
         v = self.W_value(x).view(b, t, self.num_heads, self.head_dim).transpose(1, 2)
-        if self.use_sdpa:
-            context = F.scaled_dot_product_attention(q, k, v, dropout_p=self.dropout.p if self.training else 0.0,
-                                                     is_causal=True)
-        else:
-            scores = q @ k.transpose(-2, -1) / math.sqrt(self.head_dim)                # (B, H, T, T)
-            weights = torch.softmax(scores.masked_fill(self.mask[:t, :t], float("-inf")), dim=-1)
-            context = self.dropout(weights) @ v                                        # (B, H, T, hd)
+        scores = q @ k.transpose(-2, -1) / math.sqrt(self.head_dim)                    # (B, H, T, T)
+        weights = torch.softmax(scores.masked_fill(self.mask[:t, :t], float("-inf")), dim=-1)
+        context = self.dropout(weights) @ v                                            # (B, H, T, hd)
         return self.out_proj(context.transpose(1, 2).contiguous().view(b, t, self.d_out))
 
 
@@ -130,6 +134,90 @@ class TinyGPT(nn.Module):
             raise ValueError(f"the input has {t} tokens but context_length is {self.cfg.context_length}")
         x = self.drop_emb(self.tok_emb(idx) + self.pos_emb(torch.arange(t, device=idx.device)))
         logits = self.out_head(self.final_norm(self.blocks(x)))
+        if targets is None:
+            return logits, None
+        return logits, F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
+
+
+# --- the fast path (mirrors unit 08's): the same parameters, PyTorch's built-ins --------------------
+
+class FastLayerNorm(nn.Module):
+    """A taught LayerNorm's own `scale` and `shift`, applied by F.layer_norm."""
+
+    def __init__(self, norm: LayerNorm):
+        super().__init__()
+        self.scale, self.shift, self.eps = norm.scale, norm.shift, norm.eps
+
+    def forward(self, x):
+        return F.layer_norm(x, self.scale.shape, self.scale, self.shift, self.eps)
+
+
+class FastAttention(nn.Module):
+    """A taught MultiHeadAttention with one (d_in -> 3 d_out) projection holding W_query, W_key and
+    W_value side by side, and F.scaled_dot_product_attention."""
+
+    def __init__(self, att: MultiHeadAttention):
+        super().__init__()
+        self.num_heads, self.d_out, self.dropout_p = att.num_heads, att.d_out, att.dropout.p
+        parts = (att.W_query, att.W_key, att.W_value)
+        self.qkv = nn.Linear(att.W_query.in_features, 3 * att.d_out, bias=att.W_query.bias is not None)
+        with torch.no_grad():
+            self.qkv.weight.copy_(torch.cat([p.weight for p in parts]))                 # (3 d_out, d_in)
+            if self.qkv.bias is not None:
+                self.qkv.bias.copy_(torch.cat([p.bias for p in parts]))
+        self.out_proj = att.out_proj
+
+    def forward(self, x):                                                              # (B, T, d_in)
+        b, t, _ = x.shape
+        q, k, v = self.qkv(x).view(b, t, 3, self.num_heads, -1).permute(2, 0, 3, 1, 4)  # 3 x (B, H, T, hd)
+        context = F.scaled_dot_product_attention(q, k, v, dropout_p=self.dropout_p if self.training else 0.0,
+                                                 is_causal=True)                        # (B, H, T, hd)
+        return self.out_proj(context.transpose(1, 2).reshape(b, t, self.d_out))
+
+
+def fast_path(model: TinyGPT) -> TinyGPT:
+    """A copy of a taught TinyGPT with its parts swapped for PyTorch's built-ins, same parameters."""
+    fast = copy.deepcopy(model)
+    for block in fast.blocks:
+        block.att = FastAttention(block.att)
+        block.ff.layers[1] = nn.GELU(approximate="tanh")
+        block.norm1, block.norm2 = FastLayerNorm(block.norm1), FastLayerNorm(block.norm2)
+    fast.final_norm = FastLayerNorm(fast.final_norm)
+    return fast
+
+
+# --- a minimal GPT of the same size, built-ins only ---------------------------------------------------
+
+class MinimalBlock(nn.Module):
+    def __init__(self, cfg: GPTConfig):
+        super().__init__()
+        self.num_heads = cfg.num_heads
+        self.ln_1, self.ln_2 = nn.LayerNorm(cfg.emb_dim), nn.LayerNorm(cfg.emb_dim)
+        self.c_attn = nn.Linear(cfg.emb_dim, 3 * cfg.emb_dim, bias=cfg.qkv_bias)
+        self.c_proj = nn.Linear(cfg.emb_dim, cfg.emb_dim)
+        self.mlp = nn.Sequential(nn.Linear(cfg.emb_dim, 4 * cfg.emb_dim), nn.GELU(approximate="tanh"),
+                                 nn.Linear(4 * cfg.emb_dim, cfg.emb_dim))
+
+    def forward(self, x):
+        b, t, c = x.shape
+        q, k, v = self.c_attn(self.ln_1(x)).split(c, dim=2)
+        q, k, v = (z.view(b, t, self.num_heads, -1).transpose(1, 2) for z in (q, k, v))  # (B, H, T, hd)
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True).transpose(1, 2).reshape(b, t, c)
+        x = x + self.c_proj(y)
+        return x + self.mlp(self.ln_2(x))
+
+
+class MinimalGPT(nn.Module):
+    def __init__(self, cfg: GPTConfig):
+        super().__init__()
+        self.wte, self.wpe = nn.Embedding(cfg.vocab_size, cfg.emb_dim), nn.Embedding(cfg.context_length, cfg.emb_dim)
+        self.h = nn.Sequential(*[MinimalBlock(cfg) for _ in range(cfg.num_layers)])
+        self.ln_f = nn.LayerNorm(cfg.emb_dim)
+        self.lm_head = nn.Linear(cfg.emb_dim, cfg.vocab_size, bias=False)
+
+    def forward(self, idx, targets=None):
+        x = self.wte(idx) + self.wpe(torch.arange(idx.shape[1], device=idx.device))
+        logits = self.lm_head(self.ln_f(self.h(x)))
         if targets is None:
             return logits, None
         return logits, F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
@@ -182,36 +270,68 @@ def sync(device):
         torch.cuda.synchronize()
 
 
-# --- 1. throughput ------------------------------------------------------------------------------
+# --- 1. throughput, 2. profile ----------------------------------------------------------------------
 
-def throughput(use_sdpa, data, vocab_size, device, batch_size=12, steps=60, warmup=5, seed=0):
-    MultiHeadAttention.use_sdpa = use_sdpa
+BENCH_CFG = dict(context_length=64, emb_dim=128, num_heads=4, num_layers=4)
+
+
+def training_step(model, optimizer, x, y):
+    _, loss = model(x, y)
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    optimizer.step()
+
+
+def throughputs(data, vocab_size, device, rounds=5, steps=20, batch_size=12, seed=0):
+    """Tokens per second of each model, in `rounds` alternating rounds of `steps` steps: whatever
+    else the machine does slows all three alike. Returns {name: [tokens/s per round]}."""
+    cfg = GPTConfig(vocab_size=vocab_size, **BENCH_CFG)
     torch.manual_seed(seed)
-    cfg = GPTConfig(vocab_size=vocab_size, context_length=64, emb_dim=128, num_heads=4, num_layers=4)
-    model = TinyGPT(cfg).to(device)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    taught = TinyGPT(cfg).to(device)
+    torch.manual_seed(seed)
+    models = {"taught": taught, "fast path": fast_path(taught), "minimal": MinimalGPT(cfg).to(device)}
+    optimizers = {name: torch.optim.AdamW(m.parameters(), lr=1e-3) for name, m in models.items()}
     gen = torch.Generator().manual_seed(seed)
-    batches = [get_batch(data, cfg.context_length, batch_size, gen) for _ in range(warmup + steps)]
-    for i, (x, y) in enumerate(batches):
-        if i == warmup:
+    batches = [tuple(t.to(device) for t in get_batch(data, cfg.context_length, batch_size, gen)) for _ in range(steps)]
+    for name, model in models.items():   # warm-up: first calls allocate and pick kernels
+        for x, y in batches[:3]:
+            training_step(model, optimizers[name], x, y)
+    speeds = {name: [] for name in models}
+    for _ in range(rounds):
+        for name, model in models.items():
             sync(device)
             start = time.perf_counter()
-        _, loss = model(x.to(device), y.to(device))
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        optimizer.step()
-    sync(device)
-    seconds = time.perf_counter() - start
-    return steps * batch_size * cfg.context_length / seconds
+            for x, y in batches:
+                training_step(model, optimizers[name], x, y)
+            sync(device)
+            speeds[name].append(steps * batch_size * cfg.context_length / (time.perf_counter() - start))
+    return speeds
+
+
+def profile(data, vocab_size, device, steps=10, batch_size=12, rows=15):
+    """The operators the taught model's training step spends its time on."""
+    from torch.profiler import ProfilerActivity, profile as torch_profile
+
+    cfg = GPTConfig(vocab_size=vocab_size, **BENCH_CFG)
+    torch.manual_seed(0)
+    model = TinyGPT(cfg).to(device)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    gen = torch.Generator().manual_seed(0)
+    batches = [tuple(t.to(device) for t in get_batch(data, cfg.context_length, batch_size, gen)) for _ in range(steps)]
+    training_step(model, optimizer, *batches[0])
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device == "cuda" else [])
+    with torch_profile(activities=activities) as prof:
+        for x, y in batches:
+            training_step(model, optimizer, x, y)
+    return prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=rows)
 
 
 # --- 2. time to the target ------------------------------------------------------------------------
 
-def time_to_target(train, val, vocab_size, floor, device, use_sdpa, args):
-    MultiHeadAttention.use_sdpa = use_sdpa
+def time_to_target(train, val, vocab_size, floor, device, args):
     torch.manual_seed(0)
-    cfg = GPTConfig(vocab_size=vocab_size, context_length=64, emb_dim=128, num_heads=4, num_layers=4)
-    model = TinyGPT(cfg).to(device)
+    cfg = GPTConfig(vocab_size=vocab_size, **BENCH_CFG)
+    model = fast_path(TinyGPT(cfg).to(device))
     optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, betas=(0.9, 0.95), weight_decay=0.1)
     gen = torch.Generator().manual_seed(0)
     min_context = 48  # a line has at most 48 characters: every scored character sees its whole line
@@ -250,7 +370,9 @@ def time_to_target(train, val, vocab_size, floor, device, use_sdpa, args):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--skip-target", action="store_true", help="measure the throughput only")
+    parser.add_argument("--skip-target", action="store_true", help="measure the throughput and profile only")
+    parser.add_argument("--rounds", type=int, default=5, help="alternating throughput rounds")
+    parser.add_argument("--round-steps", type=int, default=20, help="training steps per model and round")
     parser.add_argument("--cap", type=float, default=15.0, help="time cap of the second part, in minutes")
     parser.add_argument("--margin", type=float, default=0.05, help="target: floor * (1 + margin)")
     parser.add_argument("--batch-size", type=int, default=16)
@@ -273,21 +395,25 @@ def main():
     val = torch.tensor([stoi[c] for c in val_text])
     print(f"device: {device}, torch {torch.__version__}, {torch.get_num_threads()} CPU threads")
 
-    print("1. training throughput, TinyGPT 4 layers x 4 heads, width 128, context 64, batch 12")
-    explicit = throughput(False, train, len(chars), device)
-    fused = throughput(True, train, len(chars), device)
-    print(f"   explicit attention:             {explicit:10,.0f} tokens/s")
-    print(f"   F.scaled_dot_product_attention: {fused:10,.0f} tokens/s")
-    print(f"   ratio (fused / explicit):       {fused / explicit:10.2f}")
+    print("1. training throughput, 4 layers x 4 heads, width 128, context 64, batch 12, AdamW; "
+          f"{args.rounds} alternating rounds of {args.round_steps} steps")
+    speeds = throughputs(train, len(chars), device, rounds=args.rounds, steps=args.round_steps)
+    base = statistics.median(speeds["minimal"])
+    for name, per_round in speeds.items():
+        print(f"   {name:10s} {statistics.median(per_round):9,.0f} tokens/s (median; rounds "
+              f"{', '.join(f'{v:,.0f}' for v in per_round)})  x{statistics.median(per_round) / base:.2f} of minimal")
+    ratios = [t / m for t, m in zip(speeds["taught"], speeds["minimal"])]
+    print(f"   taught / minimal per round: {', '.join(f'{r:.2f}' for r in ratios)}")
+    print("2. where the taught model's training step spends its time (torch.profiler, 10 steps)")
+    print(profile(train, len(chars), device))
     if args.skip_target:
         return
 
-    use_sdpa = fused > explicit
-    print(f"2. time to within {100 * args.margin:.0f}% of the entropy floor ({floor:.4f} nats/char) on val, "
-          f"batch {args.batch_size}, lr {args.lr}, cosine over {args.schedule_steps} steps, "
-          f"{'fused' if use_sdpa else 'explicit'} attention, cap {args.cap:g} min")
+    print(f"3. time to within {100 * args.margin:.0f}% of the entropy floor ({floor:.4f} nats/char) on val, "
+          f"fast path, batch {args.batch_size}, lr {args.lr}, cosine over {args.schedule_steps} steps, "
+          f"cap {args.cap:g} min")
     reached, steps, seconds, eval_seconds, full, target, windows = time_to_target(train, val, len(chars), floor,
-                                                                                  device, use_sdpa, args)
+                                                                                  device, args)
     if reached:
         print(f"   reached the target (loss <= {target:.4f}) on {windows} val windows after {steps} steps, "
               f"{seconds:.0f} s wall time "
