@@ -9,6 +9,7 @@ R = "u05_renormalize_after_mask"
 C = "u05_causal_attention"
 I = "u05_is_causal"
 P = "u05_padding_mask"
+Q = "u05_is_permutation_equivariant"
 
 # A CausalAttention written from parts, with one line changed by each mistake below.
 _CA = """
@@ -64,6 +65,25 @@ def _ic(to_eval="module.eval()", positions="range(num_tokens - 1)", changed="t +
         compare="torch.allclose(module(changed)[:, :t + 1], base[:, :t + 1], rtol=1e-5, atol=1e-5)",
         restore="module.train(was_training)"):
     return _IC.format(to_eval=to_eval, positions=positions, changed=changed, compare=compare, restore=restore)
+
+
+# An is_permutation_equivariant written from parts: the correct probe, with one part changed by
+# each mistake below.
+_PE = """
+def is_permutation_equivariant(fn, num_tokens, d, trials=3):
+    {before}
+    for _ in range(trials):
+        x = torch.randn(3, num_tokens, d)
+        perm = {perm}
+        if not {compare}:
+            return False
+    return True
+"""
+
+
+def _pe(before="pass", perm="torch.randperm(num_tokens)",
+        compare="torch.allclose(fn(x[:, perm]), fn(x)[:, perm], rtol=1e-5, atol=1e-5)"):
+    return _PE.format(before=before, perm=perm, compare=compare)
 
 
 MISTAKES = [
@@ -201,6 +221,38 @@ def is_causal(module, num_tokens, d_in, trials=3):
     Mistake("is_causal in train mode not restored", I, _ic(restore="pass"), "left the module in eval() mode"),
     Mistake("is_causal that always ends with module.train()", I, _ic(restore="module.train()"),
             "switched a module that was in eval() mode to train()"),
+    # --- is_permutation_equivariant
+    Mistake("is_permutation_equivariant that never fails (always True)", Q, """
+def is_permutation_equivariant(fn, num_tokens, d, trials=3):
+    return True
+""", "said True for attention with a position vector added"),
+    Mistake("is_permutation_equivariant that always fails", Q, """
+def is_permutation_equivariant(fn, num_tokens, d, trials=3):
+    return False
+""", "said False for self-attention without positions"),
+    Mistake("invariance instead of equivariance (output not permuted)", Q,
+            _pe(compare="torch.allclose(fn(x[:, perm]), fn(x), rtol=1e-5, atol=1e-5)"),
+            "said False for self-attention without positions"),
+    Mistake("output permuted by the inverse permutation", Q,
+            _pe(compare="torch.allclose(fn(x[:, perm]), fn(x)[:, perm.argsort()], rtol=1e-5, atol=1e-5)"),
+            "said False for self-attention without positions"),
+    Mistake("features permuted instead of tokens", Q,
+            _pe(perm="torch.randperm(d)",
+                compare="torch.allclose(fn(x[..., perm]), fn(x)[..., perm], rtol=1e-5, atol=1e-5)"),
+            "said False for self-attention without positions"),
+    Mistake("exact equality", Q, _pe(compare="torch.equal(fn(x[:, perm]), fn(x)[:, perm])"),
+            "equivariant up to float32 rounding"),
+    Mistake("a loose tolerance (atol=1e-2)", Q, _pe(compare="torch.allclose(fn(x[:, perm]), fn(x)[:, perm], atol=1e-2)"),
+            "missed a small dependence on the order"),
+    Mistake("only the sums over the tokens compared", Q,
+            _pe(compare="torch.allclose(fn(x[:, perm]).sum(1), fn(x).sum(1), rtol=1e-5, atol=1e-5)"),
+            "missed a small dependence on the order"),
+    Mistake("always the reversed order", Q, _pe(perm="torch.arange(num_tokens - 1, -1, -1)"),
+            "draw a fresh random permutation"),
+    Mistake("always a shift by one place", Q, _pe(perm="torch.roll(torch.arange(num_tokens), 1)"),
+            "draw a fresh random permutation"),
+    Mistake("fn switched to eval() (a plain function has no eval)", Q, _pe(before="fn.eval()"),
+            "has no attribute 'eval'"),
     # --- padding_mask
     Mistake("padding mask inverted", P, """
 def padding_mask(lengths, num_tokens):
@@ -371,6 +423,41 @@ def is_causal(module, num_tokens, d_in, trials=3):
         return True
     finally:
         module.train(was_training)
+"""),
+    Alternative("un-permute the output with the inverse permutation, relative tolerance", Q, """
+def is_permutation_equivariant(fn, num_tokens, d, trials=3):
+    with torch.no_grad():
+        for _ in range(trials):
+            x = torch.randn(4, num_tokens, d)
+            order = torch.argsort(torch.rand(num_tokens))
+            back = torch.empty_like(order)
+            back[order] = torch.arange(num_tokens)
+            restored = fn(x[:, order])[:, back]
+            if not torch.isclose(restored, fn(x), rtol=1e-4, atol=1e-6).all():
+                return False
+    return True
+"""),
+    Alternative("all trials in one batch, a different permutation per sequence (gather)", Q, """
+def is_permutation_equivariant(fn, num_tokens, d, trials=3):
+    x = torch.randn(trials, num_tokens, d)
+    perms = torch.stack([torch.randperm(num_tokens) for _ in range(trials)])      # (trials, T)
+    shuffled = torch.gather(x, 1, perms[:, :, None].expand(-1, -1, d))
+    out = fn(x)
+    expected = torch.gather(out, 1, perms[:, :, None].expand(-1, -1, out.shape[-1]))
+    return bool(((fn(shuffled) - expected).abs().max() <= 1e-5 * (1 + expected.abs().max())).item())
+"""),
+    Alternative("index_select, and a permutation redrawn until it moves a token", Q, """
+def is_permutation_equivariant(fn, num_tokens, d, trials=3):
+    ok = True
+    for _ in range(trials):
+        x = torch.randn(2, num_tokens, d)
+        perm = torch.randperm(num_tokens)
+        while num_tokens > 1 and torch.equal(perm, torch.arange(num_tokens)):
+            perm = torch.randperm(num_tokens)
+        a = fn(x.index_select(1, perm)).detach()
+        b = fn(x).detach().index_select(1, perm)
+        ok = ok and torch.allclose(a, b, atol=1e-5)
+    return ok
 """),
     Alternative("loop over sequences", P, """
 def padding_mask(lengths, num_tokens):
