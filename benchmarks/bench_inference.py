@@ -1,0 +1,201 @@
+"""Benchmark of unit 09: the key/value cache's speed-up, and the memory of the online softmax.
+
+    python benchmarks/bench_inference.py                    # both parts, default settings
+    python benchmarks/bench_inference.py --rounds 9 --threads 2 --max-len 2048
+
+1. KV cache. A TinyGPT of the shipped checkpoint's shape (data/tiny_gpt.pt: 4 layers, 4 heads,
+   width 64), untrained and seeded, with a context long enough for the prompt and every new token
+   (learned absolute positions: past the context the cache must be rebuilt at every step). It
+   writes --new tokens greedily after a random prompt of --prompt tokens, with `generate` and with
+   `generate_cached`, in alternating rounds of one run (the order flips every round); the speed-up
+   is the ratio of the median times. Both must give the same tokens. Then the trained checkpoint
+   itself (context 64), whose generation runs past its context, where the cache is rebuilt at
+   every step: the same ratio and the number of token positions each way feeds the model.
+2. Online softmax. The peak memory held by the tensors that attention creates (unit 09's
+   PeakMemory meter, a dispatch mode that adds up the bytes of every tensor an operation
+   creates while it lives) for full attention, the online softmax in blocks of --block keys and
+   PyTorch's F.scaled_dot_product_attention, for one sequence of 4 heads of 64 features, causal,
+   as T doubles up to --max-len; with the time of each (median of 3) and the largest difference
+   of the online softmax from full attention.
+
+The code measured is unit 09's own: the given model and sampling code, the reference answers
+(KVCache, cached_attention, forward_cached, generate_cached, online_softmax_attention), the
+notebook's full_attention and PeakMemory, read from solutions/09_fast_inference's notebook.
+"""
+from __future__ import annotations
+
+import argparse
+import ast
+import dataclasses
+import json
+import math
+import statistics
+import sys
+import time
+import types
+import weakref
+from pathlib import Path
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_flatten
+
+ROOT = Path(__file__).resolve().parent.parent
+SOLUTION = ROOT / "solutions" / "09_fast_inference" / "09_fast_inference.ipynb"
+CHECKPOINT = ROOT / "data" / "tiny_gpt.pt"
+NAMES = ("GPTConfig", "LayerNorm", "GELU", "FeedForward", "MultiHeadAttention", "TransformerBlock", "TinyGPT",
+         "sample_next_token", "generate", "KVCache", "cached_attention", "forward_cached", "generate_cached",
+         "online_softmax_attention", "full_attention", "PeakMemory")
+
+
+def unit09() -> types.ModuleType:
+    """Unit 09's definitions (NAMES), executed from the solution notebook's code cells: only the
+    top-level classes and functions of those names, so nothing is trained, timed or plotted."""
+    cells = json.loads(SOLUTION.read_text(encoding="utf-8"))["cells"]
+    module = types.ModuleType("unit09_reference")       # a real module: dataclass looks its class up there
+    sys.modules[module.__name__] = module
+    module.__dict__.update(math=math, torch=torch, nn=nn, F=F, dataclass=dataclasses.dataclass, weakref=weakref,
+                           TorchDispatchMode=TorchDispatchMode, tree_flatten=tree_flatten)
+    for cell in cells:
+        meta = cell.get("metadata", {}).get("nbgrader", {})
+        if cell["cell_type"] != "code" or (meta.get("grade") and not meta.get("solution")):
+            continue   # prose, and the test cells
+        tree = ast.parse("".join(cell["source"]))
+        keep = [node for node in tree.body if isinstance(node, (ast.ClassDef, ast.FunctionDef)) and node.name in NAMES]
+        if keep:
+            exec(compile(ast.Module(keep, type_ignores=[]), str(SOLUTION), "exec"), module.__dict__)
+    missing = [name for name in NAMES if not hasattr(module, name)]
+    if missing:
+        raise RuntimeError(f"{SOLUTION} no longer defines {', '.join(missing)}: update NAMES in {__file__}")
+    return module
+
+
+def shape_of_checkpoint() -> dict:
+    """The checkpoint's configuration, or the course's when the file is missing."""
+    if CHECKPOINT.is_file():
+        return torch.load(CHECKPOINT, weights_only=True)["config"]
+    return dict(vocab_size=29, context_length=64, emb_dim=64, num_heads=4, num_layers=4, dropout=0.0, qkv_bias=False)
+
+
+def timed(fn, *args, **kwargs) -> tuple[object, float]:
+    start = time.perf_counter()
+    out = fn(*args, **kwargs)
+    return out, time.perf_counter() - start
+
+
+def positions_fed(model, fn, *args, **kwargs) -> int:
+    """Token positions that go into `model` (counted at its token embedding) while fn runs."""
+    count = [0]
+    hook = model.tok_emb.register_forward_hook(lambda m, inputs, out: count.__setitem__(0, count[0] + inputs[0].numel()))
+    try:
+        fn(*args, **kwargs)
+    finally:
+        hook.remove()
+    return count[0]
+
+
+def compare_generation(u, model, prompt, new_tokens: int, rounds: int) -> dict:
+    """Alternating rounds of generate and generate_cached (the order flips each round): times and tokens."""
+    times = {"generate": [], "generate_cached": []}
+    outputs = {}
+    for r in range(rounds):
+        order = ("generate", "generate_cached") if r % 2 == 0 else ("generate_cached", "generate")
+        for name in order:
+            outputs[name], seconds = timed(getattr(u, name), model, prompt, new_tokens, temperature=0.0)
+            times[name].append(seconds)
+    same = torch.equal(outputs["generate"], outputs["generate_cached"])
+    fed = {name: positions_fed(model, getattr(u, name), model, prompt, new_tokens, temperature=0.0) for name in times}
+    return {"times": times, "same": same, "fed": fed}
+
+
+def report_generation(title: str, result: dict) -> None:
+    plain, cached = (statistics.median(result["times"][n]) for n in ("generate", "generate_cached"))
+    print(title)
+    for name in ("generate", "generate_cached"):
+        rounds = ", ".join(f"{t:.3f}" for t in result["times"][name])
+        print(f"  {name:>15}: median {statistics.median(result['times'][name]):.3f} s  (rounds: {rounds}); "
+              f"{result['fed'][name]:,} token positions fed to the model")
+    print(f"  same tokens: {result['same']}   speed-up of the cache: x{plain / cached:.2f}")
+
+
+def kv_cache_part(u, args) -> None:
+    shape = shape_of_checkpoint()
+    cfg = u.GPTConfig(**dict(shape, context_length=args.prompt + args.new))
+    torch.manual_seed(0)
+    model = u.TinyGPT(cfg).eval()
+    prompt = torch.randint(0, cfg.vocab_size, (1, args.prompt), generator=torch.Generator().manual_seed(0))
+    print(f"KV cache: TinyGPT {shape['num_layers']} layers, {shape['num_heads']} heads, width {shape['emb_dim']}, "
+          f"context {cfg.context_length} (untrained, seeded); {args.rounds} alternating rounds, "
+          f"{torch.get_num_threads()} thread(s)")
+    report_generation(f" {args.new} new tokens after a prompt of {args.prompt}, all within the context:",
+                      compare_generation(u, model, prompt, args.new, args.rounds))
+    if CHECKPOINT.is_file():
+        ckpt = torch.load(CHECKPOINT, weights_only=True)
+        trained = u.TinyGPT(u.GPTConfig(**ckpt["config"]))
+        trained.load_state_dict({k: t.float() if t.is_floating_point() else t for k, t in ckpt["state_dict"].items()})
+        start = torch.tensor([[ckpt["chars"].index("\n")]])
+        report_generation(f" the trained checkpoint (context {ckpt['config']['context_length']}): 200 new tokens after "
+                          "a newline, past the context, where the cache is rebuilt at every step:",
+                          compare_generation(u, trained.eval(), start, 200, args.rounds))
+
+
+def peak_bytes(u, fn, *inputs, **kwargs) -> int:
+    with u.PeakMemory(*inputs) as meter:
+        out = fn(*inputs, **kwargs)
+        del out
+    return meter.peak
+
+
+def median_seconds(fn, repeats: int = 3) -> float:
+    fn()   # warm-up
+    return statistics.median(timed(fn)[1] for _ in range(repeats))
+
+
+def memory_part(u, args) -> None:
+    print(f"\nOnline softmax: one sequence, 4 heads of 64 features, causal, blocks of {args.block} keys; peak MiB held "
+          "by the tensors created (PeakMemory), time in ms (median of 3)")
+    print(f"  {'T':>5} | {'scores (1,4,T,T)':>16} | {'full attention':>23} | {'online softmax':>23} | "
+          f"{'F.sdpa':>23} | online vs full")
+    length = 256
+    with torch.no_grad():
+        while length <= args.max_len:
+            q, k, v = (torch.randn(1, 4, length, 64, generator=torch.Generator().manual_seed(i)) for i in range(3))
+            runs = {"full": (u.full_attention, dict(causal=True)),
+                    "online": (u.online_softmax_attention, dict(block_size=args.block, causal=True)),
+                    "sdpa": (F.scaled_dot_product_attention, dict(is_causal=True))}
+            cells = []
+            for fn, kwargs in runs.values():
+                mib = peak_bytes(u, fn, q, k, v, **kwargs) / 2 ** 20
+                ms = 1000 * median_seconds(lambda: fn(q, k, v, **kwargs))
+                cells.append(f"{mib:8.2f} MiB {ms:7.1f} ms")
+            difference = (u.online_softmax_attention(q, k, v, args.block, causal=True)
+                          - u.full_attention(q, k, v, causal=True)).abs().max().item()
+            scores = 4 * length * length * 4 / 2 ** 20
+            print(f"  {length:5d} | {scores:12.2f} MiB | {cells[0]:>23} | {cells[1]:>23} | {cells[2]:>23} | "
+                  f"max |diff| {difference:.1e}")
+            length *= 2
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--prompt", type=int, default=64, help="prompt tokens (default 64)")
+    parser.add_argument("--new", type=int, default=256, help="new tokens (default 256)")
+    parser.add_argument("--rounds", type=int, default=7, help="alternating rounds, at least 5 (default 7)")
+    parser.add_argument("--threads", type=int, default=1, help="CPU threads, as in the notebook (default 1)")
+    parser.add_argument("--block", type=int, default=128, help="keys per block of the online softmax (default 128)")
+    parser.add_argument("--max-len", type=int, default=4096, help="longest sequence of the memory part (default 4096)")
+    parser.add_argument("--skip-memory", action="store_true", help="only the KV-cache part")
+    args = parser.parse_args(argv)
+    if args.rounds < 5:
+        parser.error("--rounds must be at least 5: the speed-up is a ratio of medians")
+    torch.set_num_threads(args.threads)
+    u = unit09()
+    kv_cache_part(u, args)
+    if not args.skip_memory:
+        memory_part(u, args)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,441 @@
+"""Unit 09 — fast inference: a key/value cache and the online softmax."""
+from . import Alternative, Mistake
+
+UNIT = "09_fast_inference"
+
+KV = "u09_kv_cache"
+ATT = "u09_cached_attention"
+FWD = "u09_forward_cached"
+GEN = "u09_generate_cached"
+ONL = "u09_online_softmax_attention"
+
+# The reference KVCache with one part changed.
+_KV = '''
+class KVCache:
+    def __init__(self):
+        self.keys = None
+        self.values = None
+
+    def append(self, k, v):
+        if self.keys is None:
+            self.keys, self.values = k, v
+        else:
+            self.keys = torch.cat((self.keys, k), dim=DIM)
+            self.values = torch.cat((self.values, v), dim=DIM)
+        return RETURN
+
+    def __len__(self):
+        return LEN
+
+    def reset(self):
+        RESET
+'''
+
+
+def kv_cache(dim="-2", ret="self.keys, self.values", length="0 if self.keys is None else self.keys.shape[-2]",
+             reset="self.keys = self.values = None"):
+    return _KV.replace("DIM", dim).replace("RETURN", ret).replace("LEN", length).replace("RESET", reset)
+
+
+# The reference cached attention with one part changed.
+_ATT = '''
+def cached_attention(att, x, cache):
+    b, t, _ = x.shape
+    past = len(cache)
+    q = att.W_query(x).view(b, t, att.num_heads, att.head_dim).transpose(1, 2)
+    k = att.W_key(x).view(b, t, att.num_heads, att.head_dim).transpose(1, 2)
+    v = att.W_value(x).view(b, t, att.num_heads, att.head_dim).transpose(1, 2)
+    keys, values = cache.append(k, v)
+    KEYS
+    scores = q @ keys.transpose(-2, -1) / SCALE
+    blocked = BLOCKED
+    weights = torch.softmax(scores.masked_fill(blocked, float("-inf")), dim=-1)
+    context = (weights @ values).transpose(1, 2).reshape(b, t, att.d_out)
+    return OUT
+'''
+
+
+def attention(keys="pass", scale="math.sqrt(att.head_dim)",
+              blocked="torch.ones(t, past + t, dtype=torch.bool, device=x.device).triu(diagonal=past + 1)",
+              out="att.out_proj(context)"):
+    return (_ATT.replace("KEYS", keys).replace("SCALE", scale).replace("BLOCKED", blocked)
+            .replace("OUT", out))
+
+
+# The reference forward_cached with one part changed.
+_FWD = '''
+def forward_cached(model, idx, caches):
+    past, t = len(caches[0]), idx.shape[1]
+    CHECK
+    positions = POSITIONS
+    x = model.tok_emb(idx) + model.pos_emb(positions)
+    for block, cache in zip(model.blocks, caches):
+        x = x + cached_attention(block.att, block.norm1(x), cache)
+        x = x + block.ff(block.norm2(x))
+    return model.out_head(model.final_norm(x))
+'''
+_CHECK = ('if past + t > model.cfg.context_length:\n'
+          '        raise ValueError(f"past the context length {model.cfg.context_length}")')
+
+
+def forward(check=_CHECK, positions="torch.arange(past, past + t, device=idx.device)"):
+    return _FWD.replace("CHECK", check).replace("POSITIONS", positions)
+
+
+# The reference generate_cached with one part changed.
+_GEN = '''
+def generate_cached(model, idx, max_new_tokens, temperature=1.0, top_k=None, top_p=None, generator=None):
+    was_training = model.training
+    EVAL
+    C = model.cfg.context_length
+    CACHES
+    try:
+        with GRAD:
+            for _ in range(max_new_tokens):
+                FEED
+                logits = forward_cached(model, new, caches)
+                next_id = sample_next_token(logits[:, -1, :], SAMPLING)
+                idx = torch.cat((idx, next_id), dim=1)
+    finally:
+        RESTORE
+    return RETURN
+'''
+_FEED = '''if len(caches[0]) in (0, C):
+                    for cache in caches:
+                        cache.reset()
+                    new = idx[:, -C:]
+                else:
+                    new = idx[:, -1:]'''
+
+
+def generator_code(eval_="model.eval()", caches="caches = [KVCache() for _ in model.blocks]", grad="torch.no_grad()",
+                   feed=_FEED, sampling="temperature, top_k, top_p, generator", restore="model.train(was_training)",
+                   ret="idx"):
+    return (_GEN.replace("EVAL", eval_).replace("CACHES", caches).replace("GRAD", grad).replace("FEED", feed)
+            .replace("SAMPLING", sampling).replace("RESTORE", restore).replace("RETURN", ret))
+
+
+# The reference online softmax with one part changed.
+_ONL = '''
+def online_softmax_attention(q, k, v, block_size, causal=False):
+    num_queries, num_keys = q.shape[-2], k.shape[-2]
+    scale = SCALE
+    m = torch.full((*q.shape[:-1], 1), float("-inf"), dtype=q.dtype, device=q.device)
+    l = torch.zeros((*q.shape[:-1], 1), dtype=q.dtype, device=q.device)
+    acc = torch.zeros((*q.shape[:-1], v.shape[-1]), dtype=q.dtype, device=q.device)
+    rows = torch.arange(num_queries, device=q.device)[:, None]
+    for start in STARTS:
+        k_block = k[..., start:start + block_size, :]
+        v_block = v[..., start:start + block_size, :]
+        scores = (q @ k_block.transpose(-2, -1)) * scale
+        if CAUSAL:
+            cols = COLS
+            scores = scores.masked_fill(cols > rows, float("-inf"))
+        UPDATE
+    return acc / l
+'''
+_UPDATE = '''m_new = torch.maximum(m, scores.amax(dim=-1, keepdim=True))
+        p = torch.exp(scores - m_new)
+        correction = torch.exp(m - m_new)
+        l = l * correction + p.sum(dim=-1, keepdim=True)
+        acc = acc * correction + p @ v_block
+        m = m_new'''
+
+
+def online(scale="1.0 / math.sqrt(q.shape[-1])", starts="range(0, num_keys, block_size)", causal="causal",
+           cols="torch.arange(start, start + k_block.shape[-2], device=q.device)", update=_UPDATE):
+    return (_ONL.replace("SCALE", scale).replace("STARTS", starts).replace("CAUSAL", causal)
+            .replace("COLS", cols).replace("UPDATE", update))
+
+
+MISTAKES = [
+    # --- KVCache
+    Mistake("keys joined along the heads", KV, kv_cache(dim="1"), "along the positions, dimension -2"),
+    Mistake("keys joined along the features", KV, kv_cache(dim="-1"), "along the positions, dimension -2"),
+    Mistake("append returns only the new keys", KV, kv_cache(ret="k, v"), "return all of them"),
+    Mistake("len counts the calls of append", KV, """
+class KVCache:
+    def __init__(self):
+        self.keys = self.values = None
+        self.calls = 0
+
+    def append(self, k, v):
+        self.calls += 1
+        self.keys = k if self.keys is None else torch.cat((self.keys, k), dim=-2)
+        self.values = v if self.values is None else torch.cat((self.values, v), dim=-2)
+        return self.keys, self.values
+
+    def __len__(self):
+        return self.calls
+
+    def reset(self):
+        self.keys = self.values = None
+        self.calls = 0
+""", "counts the calls of append"),
+    Mistake("len is the batch size", KV, kv_cache(length="0 if self.keys is None else self.keys.shape[0]"),
+            "size of the batch dimension"),
+    Mistake("reset does nothing", KV, kv_cache(reset="pass"), "reset() does not empty the cache"),
+    # --- cached_attention
+    Mistake("no causal mask: the prefill sees the future", ATT,
+            attention(blocked="torch.zeros(t, past + t, dtype=torch.bool, device=x.device)"),
+            "the causal mask is missing"),
+    Mistake("the mask cut from the top-left corner", ATT, attention(blocked="att.mask[:t, :past + t]"),
+            "top-left corner"),
+    Mistake("attends to the new keys only", ATT,
+            attention(keys="keys, values = k, v", blocked="att.mask[:t, :t]"), "look only at the new keys"),
+    Mistake("scaled by the square root of d_out", ATT, attention(scale="math.sqrt(att.d_out)"),
+            "square root of d_out"),
+    Mistake("no output projection", ATT, attention(out="context"), "out_proj is not applied"),
+    # --- forward_cached
+    Mistake("positions restart at 0 for every call", FWD,
+            forward(positions="torch.arange(t, device=idx.device)"), "positions 0, 1, ... again"),
+    Mistake("no check of the context length", FWD, forward(check="pass"), "raised an IndexError"),
+    # --- generate_cached
+    Mistake("a sliding cache: the oldest entry dropped, the rest kept", GEN, generator_code(feed='''if len(caches[0]) == 0:
+                    new = idx[:, -C:]
+                else:
+                    if len(caches[0]) == C:
+                        for cache in caches:
+                            cache.keys, cache.values = cache.keys[:, :, 1:], cache.values[:, :, 1:]
+                    new = idx[:, -1:]'''), "dropped the oldest keys and values"),
+    Mistake("the cache never cropped", GEN, generator_code(feed='''if len(caches[0]) == 0:
+                    new = idx[:, -C:]
+                else:
+                    new = idx[:, -1:]'''), "this happened past context_length"),
+    Mistake("caches kept on the model between calls", GEN, generator_code(caches='''if not hasattr(model, "kv_caches"):
+        model.kv_caches = [KVCache() for _ in model.blocks]
+    caches = model.kv_caches'''), "caches were kept from the previous call"),
+    Mistake("only the new tokens returned", GEN, generator_code(ret="idx[:, -max_new_tokens:]"),
+            "returned only the new tokens"),
+    Mistake("no cache at all: generate called", GEN, """
+def generate_cached(model, idx, max_new_tokens, temperature=1.0, top_k=None, top_p=None, generator=None):
+    return generate(model, idx, max_new_tokens, temperature, top_k, top_p, generator)
+""", "the whole text goes through the model at every step"),
+    Mistake("the whole window fed at every step through the cache", GEN, generator_code(feed='''for cache in caches:
+                    cache.reset()
+                new = idx[:, -C:]'''), "the whole text goes through the model at every step"),
+    Mistake("model left in train mode", GEN, generator_code(eval_="pass", restore="pass"),
+            "train mode while sampling"),
+    Mistake("model left in eval mode", GEN, generator_code(restore="pass"), "leaves the model in eval mode"),
+    Mistake("gradients tracked", GEN, generator_code(grad="torch.enable_grad()"), "tracks gradients"),
+    Mistake("top_p not passed on", GEN, generator_code(sampling="temperature, top_k, None, generator"),
+            "top_p is not passed on"),
+    # --- online_softmax_attention
+    Mistake("running sum not rescaled", ONL, online(update=_UPDATE.replace("l = l * correction", "l = l")),
+            "running sum is not rescaled"),
+    Mistake("running output not rescaled", ONL, online(update=_UPDATE.replace("acc = acc * correction", "acc = acc")),
+            "weighted sum of the values is not rescaled"),
+    Mistake("exponentiated before the max was updated", ONL, online(update='''p = torch.exp(scores - m)
+        m_new = torch.maximum(m, scores.amax(dim=-1, keepdim=True))
+        correction = torch.exp(m - m_new)
+        l = l * correction + p.sum(dim=-1, keepdim=True)
+        acc = acc * correction + p @ v_block
+        m = m_new'''), "exponentiated before the running maximum was updated"),
+    Mistake("no maximum subtracted at all", ONL, online(update='''p = torch.exp(scores)
+        l = l + p.sum(dim=-1, keepdim=True)
+        acc = acc + p @ v_block'''), "exp overflows for large scores"),
+    Mistake("causal mask with the index inside the block", ONL,
+            online(cols="torch.arange(k_block.shape[-2], device=q.device)"), "index inside the block"),
+    Mistake("the last, shorter block left out", ONL, online(starts="range(0, num_keys - block_size + 1, block_size)"),
+            "last, shorter block"),
+    Mistake("a block all in a query's future gives NaN", ONL, """
+def online_softmax_attention(q, k, v, block_size, causal=False):
+    lse = torch.full(q.shape[:-1], float("-inf"))
+    out = torch.zeros(*q.shape[:-1], v.shape[-1])
+    for start in range(0, k.shape[-2], block_size):
+        s = q @ k[..., start:start + block_size, :].transpose(-2, -1) / math.sqrt(q.shape[-1])
+        if causal:
+            cols = torch.arange(start, start + s.shape[-1])
+            s = s.masked_fill(cols > torch.arange(q.shape[-2])[:, None], float("-inf"))
+        block_lse = torch.logsumexp(s, dim=-1)
+        block_out = torch.softmax(s, dim=-1) @ v[..., start:start + block_size, :]
+        new_lse = torch.logaddexp(lse, block_lse)
+        out = out * torch.exp(lse - new_lse)[..., None] + block_out * torch.exp(block_lse - new_lse)[..., None]
+        lse = new_lse
+    return out
+""", "all lie in its future"),
+    Mistake("causal ignored", ONL, online(causal="False"), "the causal mask is ignored"),
+    Mistake("scores not scaled", ONL, online(scale="1.0"), "not scaled"),
+    Mistake("full attention, block_size ignored", ONL, """
+def online_softmax_attention(q, k, v, block_size, causal=False):
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+    if causal:
+        scores = scores.masked_fill(torch.ones(q.shape[-2], k.shape[-2], dtype=torch.bool).triu(1), float("-inf"))
+    return torch.softmax(scores, dim=-1) @ v
+""", "as much memory as the full"),
+    Mistake("blocks of weights kept until the end", ONL, """
+def online_softmax_attention(q, k, v, block_size, causal=False):
+    blocks = []
+    for start in range(0, k.shape[-2], block_size):
+        s = q @ k[..., start:start + block_size, :].transpose(-2, -1) / math.sqrt(q.shape[-1])
+        if causal:
+            cols = torch.arange(start, start + s.shape[-1])
+            s = s.masked_fill(cols > torch.arange(q.shape[-2])[:, None], float("-inf"))
+        blocks.append(s)
+    return torch.softmax(torch.cat(blocks, dim=-1), dim=-1) @ v
+""", "as much memory as the full"),
+]
+
+ALTERNATIVES = [
+    Alternative("KVCache in a preallocated buffer that doubles, with a length pointer", KV, """
+class KVCache:
+    def __init__(self):
+        self.k_buf = self.v_buf = None
+        self.length = 0
+
+    def append(self, k, v):
+        t = k.shape[-2]
+        if self.k_buf is None or self.length + t > self.k_buf.shape[-2]:
+            capacity = max(2 * (self.length + t), 8)
+            k_new = k.new_empty(*k.shape[:-2], capacity, k.shape[-1])
+            v_new = v.new_empty(*v.shape[:-2], capacity, v.shape[-1])
+            if self.length:
+                k_new[..., :self.length, :] = self.k_buf[..., :self.length, :]
+                v_new[..., :self.length, :] = self.v_buf[..., :self.length, :]
+            self.k_buf, self.v_buf = k_new, v_new
+        self.k_buf[..., self.length:self.length + t, :] = k
+        self.v_buf[..., self.length:self.length + t, :] = v
+        self.length += t
+        return self.k_buf[..., :self.length, :], self.v_buf[..., :self.length, :]
+
+    def __len__(self):
+        return self.length
+
+    def reset(self):
+        self.length = 0          # the buffer is kept and overwritten
+"""),
+    Alternative("KVCache as lists of chunks joined on demand", KV, """
+class KVCache:
+    def __init__(self):
+        self.k_parts, self.v_parts = [], []
+
+    def append(self, k, v):
+        self.k_parts.append(k)
+        self.v_parts.append(v)
+        return torch.cat(self.k_parts, dim=2), torch.cat(self.v_parts, dim=2)
+
+    def __len__(self):
+        return sum(part.shape[2] for part in self.k_parts)
+
+    def reset(self):
+        self.k_parts.clear()
+        self.v_parts.clear()
+"""),
+    Alternative("cached attention with the module's mask buffer and einsum", ATT, """
+def cached_attention(att, x, cache):
+    B, T, _ = x.shape
+    P = len(cache)
+    split = lambda y: y.reshape(B, T, att.num_heads, att.head_dim).permute(0, 2, 1, 3)
+    keys, values = cache.append(split(att.W_key(x)), split(att.W_value(x)))
+    q = split(att.W_query(x))
+    scores = torch.einsum("bhqd,bhkd->bhqk", q, keys) / att.head_dim ** 0.5
+    scores = torch.where(att.mask[P:P + T, :P + T], torch.tensor(-1e9, device=x.device), scores)
+    out = torch.einsum("bhqk,bhkd->bhqd", scores.softmax(dim=-1), values)
+    return att.out_proj(out.permute(0, 2, 1, 3).reshape(B, T, -1))
+"""),
+    Alternative("cached attention with F.scaled_dot_product_attention", ATT, """
+def cached_attention(att, x, cache):
+    b, t, _ = x.shape
+    past = len(cache)
+    q, k, v = (layer(x).view(b, t, att.num_heads, att.head_dim).transpose(1, 2)
+               for layer in (att.W_query, att.W_key, att.W_value))
+    keys, values = cache.append(k, v)
+    allowed = torch.arange(past + t, device=x.device)[None, :] <= torch.arange(past, past + t, device=x.device)[:, None]
+    out = torch.nn.functional.scaled_dot_product_attention(q, keys, values, attn_mask=allowed)
+    return att.out_proj(out.transpose(1, 2).reshape(b, t, att.d_out))
+"""),
+    Alternative("forward_cached with the last cache, pos_emb.weight slices and an index loop", FWD, """
+def forward_cached(model, idx, caches):
+    start, n = len(caches[-1]), idx.size(1)
+    if start + n > model.cfg.context_length:
+        raise ValueError(f"only {model.cfg.context_length} positions, asked for {start + n}")
+    h = model.tok_emb.weight[idx] + model.pos_emb.weight[start:start + n]
+    for i in range(len(model.blocks)):
+        block = model.blocks[i]
+        h = h + block.drop_shortcut(cached_attention(block.att, block.norm1(h), caches[i]))
+        h = h + block.drop_shortcut(block.ff(block.norm2(h)))
+    return model.out_head(model.final_norm(h))
+"""),
+    Alternative("generate_cached: prefill before the loop, one wasted step at the end", GEN, """
+@torch.no_grad()
+def generate_cached(model, idx, max_new_tokens, temperature=1.0, top_k=None, top_p=None, generator=None):
+    mode = model.training
+    model.eval()
+    C = model.cfg.context_length
+    caches = [KVCache() for _ in range(len(model.blocks))]
+    out = [idx]
+    try:
+        if max_new_tokens > 0:
+            logits = forward_cached(model, idx[:, -C:], caches)
+        for step in range(max_new_tokens):
+            token = sample_next_token(logits[:, -1], temperature=temperature, top_k=top_k, top_p=top_p,
+                                      generator=generator)
+            out.append(token)
+            if len(caches[0]) < C:
+                logits = forward_cached(model, token, caches)
+            else:
+                text = torch.cat(out, dim=1)
+                caches = [KVCache() for _ in range(len(model.blocks))]
+                logits = forward_cached(model, text[:, -C:], caches)
+    finally:
+        model.train(mode)
+    return torch.cat(out, dim=1)
+"""),
+    Alternative("generate_cached counting the positions it fed, inference_mode", GEN, """
+def generate_cached(model, idx, max_new_tokens, temperature=1.0, top_k=None, top_p=None, generator=None):
+    was_training = model.training
+    model.eval()
+    limit = model.cfg.context_length
+    caches = None
+    with torch.inference_mode():
+        for _ in range(max_new_tokens):
+            if caches is None or len(caches[0]) >= limit:
+                caches = [KVCache() for _ in model.blocks]
+                logits = forward_cached(model, idx[:, -limit:], caches)
+            else:
+                logits = forward_cached(model, idx[:, -1:], caches)
+            idx = torch.cat([idx, sample_next_token(logits[:, -1, :], temperature, top_k, top_p, generator)], 1)
+    model.train(was_training)
+    return idx
+"""),
+    Alternative("online softmax that keeps a normalised output and a log-sum-exp", ONL, """
+def online_softmax_attention(q, k, v, block_size, causal=False):
+    lse = torch.full(q.shape[:-1], float("-inf"), dtype=q.dtype, device=q.device)       # (..., T_q)
+    out = torch.zeros(*q.shape[:-1], v.shape[-1], dtype=q.dtype, device=q.device)        # normalised so far
+    i = torch.arange(q.shape[-2], device=q.device)
+    for start in range(0, k.shape[-2], block_size):
+        s = torch.einsum("...qd,...kd->...qk", q, k[..., start:start + block_size, :]) / math.sqrt(q.shape[-1])
+        if causal:
+            j = torch.arange(start, start + s.shape[-1], device=q.device)
+            s = torch.where(j[None, :] <= i[:, None], s, torch.full_like(s, float("-inf")))
+        block_lse = torch.logsumexp(s, dim=-1)                                           # (..., T_q)
+        weights = torch.exp(s - block_lse[..., None].clamp_min(-1e30))                   # 0 for a row all in the future
+        block_out = weights @ v[..., start:start + block_size, :]
+        new_lse = torch.logaddexp(lse, block_lse)
+        out = out * torch.exp(lse - new_lse)[..., None] + block_out * torch.exp(block_lse - new_lse)[..., None]
+        lse = new_lse
+    return out
+"""),
+    Alternative("online softmax with -1e9 masking, a while loop and divisions at the end", ONL, """
+def online_softmax_attention(q, k, v, block_size, causal=False):
+    T_q, T_k = q.shape[-2], k.shape[-2]
+    m = q.new_full(q.shape[:-1] + (1,), -float("inf"))
+    l = q.new_zeros(q.shape[:-1] + (1,))
+    acc = q.new_zeros(q.shape[:-1] + (v.shape[-1],))
+    start = 0
+    while start < T_k:
+        stop = min(start + block_size, T_k)
+        s = q @ k[..., start:stop, :].mT / q.shape[-1] ** 0.5
+        if causal:
+            future = torch.arange(start, stop, device=q.device) > torch.arange(T_q, device=q.device).unsqueeze(-1)
+            s = s.masked_fill(future, -1e9)
+        new_m = torch.max(m, s.max(dim=-1, keepdim=True).values)
+        scale_old = (m - new_m).exp()
+        p = (s - new_m).exp()
+        l = scale_old * l + p.sum(-1, keepdim=True)
+        acc = scale_old * acc + p @ v[..., start:stop, :]
+        m = new_m
+        start = stop
+    return acc / l
+"""),
+]
