@@ -9,6 +9,7 @@ GPT = "u08_tinygpt"
 STEP = "u08_train_step"
 SAMPLE = "u08_sample_next_token"
 GEN = "u08_generate"
+COUNT = "u08_gpt_param_count"
 
 # The reference TinyGPT with one line changed, for the model's mistakes.
 _GPT = '''
@@ -93,6 +94,29 @@ def generator_code(eval_="model.eval()", grad="torch.no_grad()", crop="idx[:, -m
                    sampling="temperature, top_k, top_p, generator", restore="model.train(was_training)"):
     return (_GENERATE.replace("EVAL", eval_).replace("GRAD", grad).replace("CROP", crop)
             .replace("SAMPLING", sampling).replace("RESTORE", restore))
+
+
+# The reference parameter count with one part changed.
+_COUNT = '''
+def gpt_param_count(cfg, tied=False):
+    V, C, E = cfg.vocab_size, cfg.context_length, cfg.emb_dim
+    att = ATT
+    ff = FF
+    norms = NORMS
+    blocks = BLOCKS
+    head = HEAD
+    counts = {"tok_emb": V * E, "pos_emb": POS, "att": att, "ff": ff, "norms": norms, "blocks": blocks,
+              "final_norm": 2 * E, "out_head": head}
+    counts["total"] = TOTAL
+    return counts
+'''
+
+
+def counter(att="4 * E * E + (3 * E if cfg.qkv_bias else 0) + E", ff="8 * E * E + 5 * E", norms="4 * E",
+            blocks="cfg.num_layers * (att + ff + norms)", head="0 if tied else V * E", pos="C * E",
+            total="V * E + C * E + blocks + 2 * E + head"):
+    return (_COUNT.replace("ATT", att).replace("FF", ff).replace("NORMS", norms).replace("BLOCKS", blocks)
+            .replace("HEAD", head).replace("POS", pos).replace("TOTAL", total))
 
 
 MISTAKES = [
@@ -270,6 +294,29 @@ def get_batch(data, block_size, batch_size, generator=None):
             gpt().replace("x = self.drop_emb(x)", "x = F.dropout(x, self.cfg.dropout, training=True)"),
             "in eval() mode your model still applies dropout"),
     # --- one training step
+    # --- parameter count
+    Mistake("out_proj's bias forgotten", COUNT, counter(att="4 * E * E + (3 * E if cfg.qkv_bias else 0)"),
+            "out_proj's bias"),
+    Mistake("the tied matrix counted twice in the total", COUNT,
+            counter(total="V * E + C * E + blocks + 2 * E + V * E"), "counted twice"),
+    Mistake("the tied head counted as the head's own", COUNT,
+            counter(head="V * E", total="V * E + C * E + blocks + 2 * E + (0 if tied else V * E)"),
+            "adds no parameters of its own"),
+    Mistake("position embedding left out of the total", COUNT, counter(total="V * E + blocks + 2 * E + head"),
+            "leaves out the position embedding"),
+    Mistake("position embedding with vocab_size rows", COUNT, counter(pos="V * E"), "one row per position"),
+    Mistake("one block counted", COUNT, counter(blocks="att + ff + norms"), "counted one block"),
+    Mistake("every head with its own projections", COUNT,
+            counter(att="cfg.num_heads * (3 * E * E + (3 * E if cfg.qkv_bias else 0)) + E * E + E"),
+            "does not depend on num_heads"),
+    Mistake("qkv_bias ignored", COUNT, counter(att="4 * E * E + E"), "with qkv_bias=True"),
+    Mistake("feed-forward biases forgotten", COUNT, counter(ff="8 * E * E"), "biases of the feed-forward"),
+    Mistake("one LayerNorm per block", COUNT, counter(norms="2 * E"), "two LayerNorms"),
+    Mistake("out_head with a bias", COUNT, counter(head="0 if tied else V * E + V"), "out_head has no bias"),
+    Mistake("total adds att, ff and norms again", COUNT, counter(total="sum(counts.values())"),
+            "blocks already holds them"),
+    Mistake("only the total returned", COUNT, counter().replace("    return counts", "    return counts['total']"),
+            "must return a dict"),
     Mistake("gradients never cleared", STEP, """
 def train_step(model, optimizer, x, y, max_norm=None):
     _, loss = model(x, y)
@@ -458,6 +505,39 @@ class TinyGPT(nn.Module):
                                  "        loss = -logp.gather(-1, targets.unsqueeze(-1)).mean()")),
     Alternative("TinyGPT applying dropout with F.dropout and the module's mode", GPT,
                 gpt().replace("x = self.drop_emb(x)", "x = F.dropout(x, self.drop_emb.p, self.training)")),
+    Alternative("parameter count of TinyGPT built on the meta device", COUNT, """
+def gpt_param_count(cfg, tied=False):
+    with torch.device("meta"):                  # shapes only: no memory, fast even for GPT-2
+        model = TinyGPT(cfg)
+    if tied:
+        model.out_head.weight = model.tok_emb.weight
+
+    def n(*modules):
+        return sum(p.numel() for p in {id(p): p for m in modules for p in m.parameters()}.values())
+
+    block = model.blocks[0]
+    return {"tok_emb": n(model.tok_emb), "pos_emb": n(model.pos_emb), "att": n(block.att), "ff": n(block.ff),
+            "norms": n(block.norm1, block.norm2), "blocks": n(model.blocks), "final_norm": n(model.final_norm),
+            "out_head": 0 if tied else n(model.out_head), "total": n(model)}
+"""),
+    Alternative("parameter count with a helper per layer type and numpy ints", COUNT, """
+import numpy as np
+
+def gpt_param_count(cfg, tied=False):
+    def linear(n_in, n_out, bias=True):
+        return n_in * n_out + (n_out if bias else 0)
+    def layer_norm(e):
+        return 2 * e
+    E = cfg.emb_dim
+    att = sum(linear(E, E, cfg.qkv_bias) for _ in "qkv") + linear(E, E)
+    ff = linear(E, 4 * E) + linear(4 * E, E)
+    norms = 2 * layer_norm(E)
+    parts = {"tok_emb": np.int64(cfg.vocab_size * E), "pos_emb": cfg.context_length * E, "att": att, "ff": ff,
+             "norms": norms, "blocks": cfg.num_layers * (att + ff + norms), "final_norm": layer_norm(E),
+             "out_head": 0 if tied else linear(E, cfg.vocab_size, bias=False)}
+    parts["total"] = sum(v for k, v in parts.items() if k not in ("att", "ff", "norms"))
+    return parts
+"""),
     Alternative("train_step with model.zero_grad, hand-written clipping and float()", STEP, """
 def train_step(model, optimizer, x, y, max_norm=None):
     model.zero_grad(set_to_none=False)
