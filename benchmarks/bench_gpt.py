@@ -8,8 +8,8 @@ the entropy floor.
    4 heads, width 128, context 64, batch 12, of three models of the same size, measured in
    alternating rounds of one run and given as ratios to the third:
    - the reference TinyGPT as unit 08 teaches it (explicit attention, LayerNorm and GELU by hand);
-   - its fast path: the same model and parameters with PyTorch's built-ins swapped in (one fused
-     query/key/value projection, F.layer_norm, the built-in GELU, F.scaled_dot_product_attention);
+   - its fast path, FastGPT: the same model and parameters run through PyTorch's built-ins (one
+     matrix product for queries, keys and values, F.layer_norm, the built-in GELU, SDPA);
    - a minimal GPT written with built-ins only, the shape of the best minimal GPT code.
 2. A profile (torch.profiler) of the taught model's training step: the operators it spends its
    time on.
@@ -24,7 +24,6 @@ in step when either changes (tests/test_benchmark_model.py checks it).
 from __future__ import annotations
 
 import argparse
-import copy
 import json
 import math
 import statistics
@@ -141,49 +140,48 @@ class TinyGPT(nn.Module):
 
 # --- the fast path (mirrors unit 08's): the same parameters, PyTorch's built-ins --------------------
 
-class FastLayerNorm(nn.Module):
-    """A taught LayerNorm's own `scale` and `shift`, applied by F.layer_norm."""
+class FastGPT(nn.Module):
+    """A taught TinyGPT run through PyTorch's fused built-ins: its own parameters (training this
+    trains them), one matrix product for queries, keys and values, F.layer_norm, the built-in GELU
+    and F.scaled_dot_product_attention."""
 
-    def __init__(self, norm: LayerNorm):
+    def __init__(self, model: TinyGPT):
         super().__init__()
-        self.scale, self.shift, self.eps = norm.scale, norm.shift, norm.eps
+        self.model, self.cfg = model, model.cfg
 
-    def forward(self, x):
-        return F.layer_norm(x, self.scale.shape, self.scale, self.shift, self.eps)
+    @staticmethod
+    def norm(norm: LayerNorm, x):
+        return F.layer_norm(x, norm.scale.shape, norm.scale, norm.shift, norm.eps)
 
-
-class FastAttention(nn.Module):
-    """A taught MultiHeadAttention with one (d_in -> 3 d_out) projection holding W_query, W_key and
-    W_value side by side, and F.scaled_dot_product_attention."""
-
-    def __init__(self, att: MultiHeadAttention):
-        super().__init__()
-        self.num_heads, self.d_out, self.dropout_p = att.num_heads, att.d_out, att.dropout.p
-        parts = (att.W_query, att.W_key, att.W_value)
-        self.qkv = nn.Linear(att.W_query.in_features, 3 * att.d_out, bias=att.W_query.bias is not None)
-        with torch.no_grad():
-            self.qkv.weight.copy_(torch.cat([p.weight for p in parts]))                 # (3 d_out, d_in)
-            if self.qkv.bias is not None:
-                self.qkv.bias.copy_(torch.cat([p.bias for p in parts]))
-        self.out_proj = att.out_proj
-
-    def forward(self, x):                                                              # (B, T, d_in)
+    @staticmethod
+    def attention(att: MultiHeadAttention, x):                                          # (B, T, d_in)
         b, t, _ = x.shape
-        q, k, v = self.qkv(x).view(b, t, 3, self.num_heads, -1).permute(2, 0, 3, 1, 4)  # 3 x (B, H, T, hd)
-        context = F.scaled_dot_product_attention(q, k, v, dropout_p=self.dropout_p if self.training else 0.0,
+        parts = (att.W_query, att.W_key, att.W_value)
+        weight = torch.cat([p.weight for p in parts])                                   # (3 d_out, d_in)
+        bias = None if att.W_query.bias is None else torch.cat([p.bias for p in parts])
+        q, k, v = F.linear(x, weight, bias).view(b, t, 3, att.num_heads, att.head_dim).permute(2, 0, 3, 1, 4)
+        context = F.scaled_dot_product_attention(q, k, v, dropout_p=att.dropout.p if att.training else 0.0,
                                                  is_causal=True)                        # (B, H, T, hd)
-        return self.out_proj(context.transpose(1, 2).reshape(b, t, self.d_out))
+        return att.out_proj(context.transpose(1, 2).reshape(b, t, att.d_out))
 
+    @staticmethod
+    def feed_forward(ff: FeedForward, x):
+        first, _, second = ff.layers
+        return second(F.gelu(first(x), approximate="tanh"))
 
-def fast_path(model: TinyGPT) -> TinyGPT:
-    """A copy of a taught TinyGPT with its parts swapped for PyTorch's built-ins, same parameters."""
-    fast = copy.deepcopy(model)
-    for block in fast.blocks:
-        block.att = FastAttention(block.att)
-        block.ff.layers[1] = nn.GELU(approximate="tanh")
-        block.norm1, block.norm2 = FastLayerNorm(block.norm1), FastLayerNorm(block.norm2)
-    fast.final_norm = FastLayerNorm(fast.final_norm)
-    return fast
+    def forward(self, idx, targets=None):
+        m = self.model
+        _, t = idx.shape
+        if t > self.cfg.context_length:
+            raise ValueError(f"the input has {t} tokens but context_length is {self.cfg.context_length}")
+        x = m.drop_emb(m.tok_emb(idx) + m.pos_emb(torch.arange(t, device=idx.device)))  # (B, T, C)
+        for block in m.blocks:
+            x = x + block.drop_shortcut(self.attention(block.att, self.norm(block.norm1, x)))
+            x = x + block.drop_shortcut(self.feed_forward(block.ff, self.norm(block.norm2, x)))
+        logits = m.out_head(self.norm(m.final_norm, x))                                  # (B, T, V)
+        if targets is None:
+            return logits, None
+        return logits, F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
 
 
 # --- a minimal GPT of the same size, built-ins only ---------------------------------------------------
@@ -289,7 +287,8 @@ def throughputs(data, vocab_size, device, rounds=5, steps=20, batch_size=12, see
     torch.manual_seed(seed)
     taught = TinyGPT(cfg).to(device)
     torch.manual_seed(seed)
-    models = {"taught": taught, "fast path": fast_path(taught), "minimal": MinimalGPT(cfg).to(device)}
+    twin = TinyGPT(cfg).to(device)  # the same start as `taught`, trained through the fast path
+    models = {"taught": taught, "fast path": FastGPT(twin), "minimal": MinimalGPT(cfg).to(device)}
     optimizers = {name: torch.optim.AdamW(m.parameters(), lr=1e-3) for name, m in models.items()}
     gen = torch.Generator().manual_seed(seed)
     batches = [tuple(t.to(device) for t in get_batch(data, cfg.context_length, batch_size, gen)) for _ in range(steps)]
@@ -331,7 +330,7 @@ def profile(data, vocab_size, device, steps=10, batch_size=12, rows=15):
 def time_to_target(train, val, vocab_size, floor, device, args):
     torch.manual_seed(0)
     cfg = GPTConfig(vocab_size=vocab_size, **BENCH_CFG)
-    model = fast_path(TinyGPT(cfg).to(device))
+    model = FastGPT(TinyGPT(cfg).to(device))
     optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, betas=(0.9, 0.95), weight_decay=0.1)
     gen = torch.Generator().manual_seed(0)
     min_context = 48  # a line has at most 48 characters: every scored character sees its whole line

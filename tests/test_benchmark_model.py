@@ -7,7 +7,7 @@ import sys
 
 import torch
 
-from grader import course
+from grader import course, notebook
 from reference import reference_namespace
 
 
@@ -32,6 +32,19 @@ def test_benchmark_model_matches_the_reference_solution():
     with torch.no_grad():
         want = reference(idx)[0]
         torch.testing.assert_close(copy(idx)[0], want, rtol=1e-4, atol=1e-5)
-        torch.testing.assert_close(bench.fast_path(copy)(idx)[0], want, rtol=1e-4, atol=1e-5)
+        fast = bench.FastGPT(copy)
+        torch.testing.assert_close(fast(idx)[0], want, rtol=1e-4, atol=1e-5)
+    assert list(fast.parameters()) == list(copy.parameters())  # the same tensors, not copies
+    with torch.no_grad():
+        torch.testing.assert_close(ns["FastGPT"](reference)(idx)[0], want, rtol=1e-4, atol=1e-5)
     minimal = bench.MinimalGPT(bench.GPTConfig(**settings))
     assert sum(p.numel() for p in minimal.parameters()) == sum(p.numel() for p in reference.parameters())
+
+
+def test_the_notebook_and_the_benchmark_share_one_fast_path():
+    """Unit 08's given FastGPT is the benchmark's, line for line."""
+    text = (course.ROOT / "benchmarks" / "bench_gpt.py").read_text(encoding="utf-8")
+    fast = text[text.index("class FastGPT(nn.Module):"):text.index("# --- a minimal GPT")].rstrip()
+    given = [c.source for c in notebook.read(course.source_notebook("08_tiny_gpt")).cells
+             if notebook.grade_id(c) == "u08_given_fast_path"]
+    assert len(given) == 1 and fast in given[0]
