@@ -25,12 +25,9 @@ notebook's full_attention and PeakMemory, read from solutions/09_fast_inference'
 from __future__ import annotations
 
 import argparse
-import ast
 import dataclasses
-import json
 import math
 import statistics
-import sys
 import time
 import types
 import weakref
@@ -42,8 +39,9 @@ import torch.nn.functional as F
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
+from grader import course
+
 ROOT = Path(__file__).resolve().parent.parent
-SOLUTION = ROOT / "solutions" / "09_fast_inference" / "09_fast_inference.ipynb"
 CHECKPOINT = ROOT / "data" / "tiny_gpt.pt"
 NAMES = ("GPTConfig", "LayerNorm", "GELU", "FeedForward", "MultiHeadAttention", "TransformerBlock", "TinyGPT",
          "sample_next_token", "generate", "KVCache", "cached_attention", "forward_cached", "generate_cached",
@@ -53,23 +51,9 @@ NAMES = ("GPTConfig", "LayerNorm", "GELU", "FeedForward", "MultiHeadAttention", 
 def unit09() -> types.ModuleType:
     """Unit 09's definitions (NAMES), executed from the solution notebook's code cells: only the
     top-level classes and functions of those names, so nothing is trained, timed or plotted."""
-    cells = json.loads(SOLUTION.read_text(encoding="utf-8"))["cells"]
-    module = types.ModuleType("unit09_reference")       # a real module: dataclass looks its class up there
-    sys.modules[module.__name__] = module
-    module.__dict__.update(math=math, torch=torch, nn=nn, F=F, dataclass=dataclasses.dataclass, weakref=weakref,
-                           TorchDispatchMode=TorchDispatchMode, tree_flatten=tree_flatten)
-    for cell in cells:
-        meta = cell.get("metadata", {}).get("nbgrader", {})
-        if cell["cell_type"] != "code" or (meta.get("grade") and not meta.get("solution")):
-            continue   # prose, and the test cells
-        tree = ast.parse("".join(cell["source"]))
-        keep = [node for node in tree.body if isinstance(node, (ast.ClassDef, ast.FunctionDef)) and node.name in NAMES]
-        if keep:
-            exec(compile(ast.Module(keep, type_ignores=[]), str(SOLUTION), "exec"), module.__dict__)
-    missing = [name for name in NAMES if not hasattr(module, name)]
-    if missing:
-        raise RuntimeError(f"{SOLUTION} no longer defines {', '.join(missing)}: update NAMES in {__file__}")
-    return module
+    return course.solution_definitions("09_fast_inference", NAMES, math=math, torch=torch, nn=nn, F=F,
+                                       dataclass=dataclasses.dataclass, weakref=weakref,
+                                       TorchDispatchMode=TorchDispatchMode, tree_flatten=tree_flatten)
 
 
 def shape_of_checkpoint() -> dict:

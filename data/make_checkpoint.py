@@ -22,21 +22,19 @@ The file holds (torch.save, loadable with torch.load(path, weights_only=True)):
 from __future__ import annotations
 
 import argparse
-import ast
 import dataclasses
 import json
 import math
-import sys
 import time
-import types
 from pathlib import Path
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from grader import course
+
 DATA = Path(__file__).resolve().parent
-SOLUTION = DATA.parent / "solutions" / "08_tiny_gpt" / "08_tiny_gpt.ipynb"
 CHECKPOINT = DATA / "tiny_gpt.pt"
 
 CONFIG = dict(context_length=64, emb_dim=64, num_heads=4, num_layers=4, dropout=0.0, qkv_bias=False)
@@ -52,27 +50,11 @@ NAMES = ("LayerNorm", "GELU", "FeedForward", "MultiHeadAttention", "TransformerB
 
 
 def reference(device: str = "cpu") -> dict:
-    """Unit 08's reference definitions (NAMES), executed from the solution notebook's code cells.
-
-    Only the top-level classes and functions of those names are run, so no cell trains or plots;
-    hidden test cells are skipped. Returns the namespace they live in."""
-    cells = json.loads(SOLUTION.read_text(encoding="utf-8"))["cells"]
-    module = types.ModuleType("unit08_reference")      # a real module: dataclass looks its class up there
-    sys.modules[module.__name__] = module
-    namespace = module.__dict__
-    namespace.update(math=math, torch=torch, nn=nn, F=F, dataclass=dataclasses.dataclass, device=device)
-    for cell in cells:
-        meta = cell.get("metadata", {}).get("nbgrader", {})
-        if cell["cell_type"] != "code" or (meta.get("grade") and not meta.get("solution")):
-            continue
-        tree = ast.parse("".join(cell["source"]))
-        keep = [node for node in tree.body if isinstance(node, (ast.ClassDef, ast.FunctionDef)) and node.name in NAMES]
-        if keep:
-            exec(compile(ast.Module(keep, type_ignores=[]), str(SOLUTION), "exec"), namespace)
-    missing = [name for name in NAMES if name not in namespace]
-    if missing:
-        raise RuntimeError(f"{SOLUTION} no longer defines {', '.join(missing)}: update NAMES in {__file__}")
-    return namespace
+    """Unit 08's reference definitions (NAMES), executed from the solution notebook's code cells:
+    only those classes and functions, so no cell trains or plots. Returns their namespace."""
+    unit = course.solution_definitions("08_tiny_gpt", NAMES, math=math, torch=torch, nn=nn, F=F,
+                                       dataclass=dataclasses.dataclass, device=device)
+    return vars(unit)
 
 
 def corpus(ref: dict):

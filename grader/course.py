@@ -1,8 +1,11 @@
 """Where the course's parts live, and nbgrader set up with the shipped configuration."""
 from __future__ import annotations
 
+import ast
+import json
 import os
 import sys
+import types
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -33,6 +36,29 @@ def units() -> list[str]:
 
 def source_notebook(unit: str) -> Path:
     return SOLUTIONS / unit / f"{unit}.ipynb"
+
+
+def solution_definitions(unit: str, names: tuple[str, ...], **given) -> types.ModuleType:
+    """The top-level classes and functions `names` of a unit's solution notebook, for the course's
+    own scripts (benchmarks, the checkpoint). Only those definitions run, from the code cells that
+    are not tests, so nothing trains or plots; `given` holds the imports they use. The module is
+    registered in sys.modules, where dataclasses look their classes up."""
+    path = source_notebook(unit)
+    module = types.ModuleType(f"unit{unit[:2]}_solution")
+    sys.modules[module.__name__] = module
+    module.__dict__.update(given)
+    for cell in json.loads(path.read_text(encoding="utf-8"))["cells"]:
+        meta = cell.get("metadata", {}).get("nbgrader", {})
+        if cell["cell_type"] != "code" or (meta.get("grade") and not meta.get("solution")):
+            continue   # prose, and the test cells
+        tree = ast.parse("".join(cell["source"]))
+        keep = [node for node in tree.body if isinstance(node, (ast.ClassDef, ast.FunctionDef)) and node.name in names]
+        if keep:
+            exec(compile(ast.Module(keep, type_ignores=[]), str(path), "exec"), module.__dict__)
+    missing = [name for name in names if not hasattr(module, name)]
+    if missing:
+        raise RuntimeError(f"{path} no longer defines {', '.join(missing)}")
+    return module
 
 
 def release_notebook(unit: str) -> Path:

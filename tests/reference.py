@@ -2,7 +2,11 @@
 from __future__ import annotations
 
 import functools
+import importlib.util
 import os
+import sys
+from pathlib import Path
+from types import ModuleType
 
 from grader import course, notebook
 
@@ -29,6 +33,16 @@ def reference_namespace(unit: str) -> dict:
     finally:
         os.chdir(cwd)
     return namespace
+
+
+def load_script(path: Path) -> ModuleType:
+    """One of the course's scripts (data/, benchmarks/: not packages) imported by its path, and
+    registered in sys.modules, where dataclasses look their module up."""
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[path.stem] = module
+    spec.loader.exec_module(module)
+    return module
 
 
 def _python(source: str) -> str:

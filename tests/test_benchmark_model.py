@@ -2,21 +2,14 @@
 does its fast path (PyTorch's built-ins, the same parameters); its minimal GPT has the same size."""
 from __future__ import annotations
 
-import importlib.util
-import sys
-
 import torch
 
 from grader import course, notebook
-from reference import reference_namespace
+from reference import load_script, reference_namespace
 
 
 def _bench():
-    spec = importlib.util.spec_from_file_location("bench_gpt", course.ROOT / "benchmarks" / "bench_gpt.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["bench_gpt"] = module  # dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
+    return load_script(course.ROOT / "benchmarks" / "bench_gpt.py")
 
 
 def test_benchmark_model_matches_the_reference_solution():

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
 import json
 from pathlib import Path
 
@@ -10,19 +9,14 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from reference import load_script
+
 DATA = Path(__file__).resolve().parents[1] / "data"
 MAX_BYTES = 512 * 1024   # the limit data/README.md states
 MARGIN = 0.05            # the checkpoint is within 5% of the entropy floor on val
 
 
-def _load_script():
-    spec = importlib.util.spec_from_file_location("make_checkpoint", DATA / "make_checkpoint.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-mk = _load_script()
+mk = load_script(DATA / "make_checkpoint.py")
 
 
 @pytest.fixture(scope="module")

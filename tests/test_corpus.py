@@ -2,29 +2,20 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
 from fractions import Fraction
 from pathlib import Path
-from types import ModuleType
 from typing import Callable, Optional
 
 import pytest
 
+from reference import load_script
+
 DATA = Path(__file__).resolve().parents[1] / "data"
 
 
-def _load_make_corpus() -> ModuleType:
-    # data/ is not a package; load the script by path.
-    spec = importlib.util.spec_from_file_location("make_corpus", DATA / "make_corpus.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-mc = _load_make_corpus()
+mc = load_script(DATA / "make_corpus.py")
 
 
 @pytest.fixture(scope="module")
