@@ -14,6 +14,11 @@ c.CourseDirectory.course_id = "attention-course"
 c.CourseDirectory.root = os.path.dirname(os.path.abspath(__file__))
 c.CourseDirectory.source_directory = "solutions"
 c.CourseDirectory.release_directory = "notebooks"
+# The Chinese edition (made from the same source by `python -m grader release`): run nbgrader's
+# commands with COURSE_LANG=zh, e.g. `COURSE_LANG=zh nbgrader autograde 01_dot_product`.
+if os.environ.get("COURSE_LANG", "").lower().startswith("zh"):
+    c.CourseDirectory.source_directory = "solutions-zh"
+    c.CourseDirectory.release_directory = "notebooks-zh"
 
 c.ClearSolutions.code_stub = {"python": "# YOUR CODE HERE\nraise NotImplementedError()"}
 

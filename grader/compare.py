@@ -13,6 +13,8 @@ from typing import Any, Iterable, NamedTuple
 
 import torch
 
+from .i18n import say
+
 EPS32 = torch.finfo(torch.float32).eps  # 1.19e-07: one rounding step of float32
 
 # A check's tolerance is given in float32 rounding steps, relative to the size of the values
@@ -38,11 +40,11 @@ def _shape(x: Any) -> tuple[int, ...]:
 def describe(x: Any) -> str:
     """A short description of a value for messages: 'tensor of shape (6, 3)', 'int 5'."""
     if isinstance(x, torch.Tensor):
-        return f"tensor of shape {_shape(x)} and dtype {str(x.dtype).replace('torch.', '')}"
+        return say("tensor of shape {shape} and dtype {dtype}", shape=_shape(x), dtype=str(x.dtype).replace("torch.", ""))
     if isinstance(x, dict) and "__ndarray__" in x:
-        return f"NumPy array of shape {_shape(x['__ndarray__'])}"
+        return say("NumPy array of shape {shape}", shape=_shape(x["__ndarray__"]))
     if isinstance(x, dict) and "__error__" in x:
-        return f"an error ({x['__error__']})"
+        return say("an error ({error})", error=x["__error__"])
     return f"{type(x).__name__} {x!r}"[:120]
 
 
@@ -81,14 +83,15 @@ def _where_rows_differ(got: torch.Tensor, want: torch.Tensor, tol: float) -> str
     """Name the rows (last-but-one dim) that differ, for 2-D+ results."""
     if got.dim() < 2:
         idx = [i for i in range(got.shape[0]) if not close(got[i], want[i], tol)] if got.dim() == 1 else []
-        return f" (entries {idx[:8]} differ)" if idx else ""
+        return say(" (entries {entries} differ)", entries=idx[:8]) if idx else ""
     g, w = got.reshape(-1, got.shape[-1]), want.reshape(-1, want.shape[-1])
     bad = [i for i in range(g.shape[0]) if not close(g[i], w[i], tol)]
     rows = got.shape[-2]
     if got.dim() == 2:
-        return f" (rows {bad[:8]} differ, e.g. row {bad[0]}: got {_fmt(g[bad[0]])}, expected {_fmt(w[bad[0]])})" if bad else ""
+        return say(" (rows {rows} differ, e.g. row {row}: got {got}, expected {want})", rows=bad[:8], row=bad[0],
+                   got=_fmt(g[bad[0]]), want=_fmt(w[bad[0]])) if bad else ""
     where = [(i // rows, i % rows) for i in bad[:4]]
-    return f" ((batch, row) {where} differ)" if bad else ""
+    return say(" ((batch, row) {where} differ)", where=where) if bad else ""
 
 
 def _fmt(t: torch.Tensor, n: int = 6) -> str:
@@ -103,11 +106,11 @@ def error_message(got: Any) -> str | None:
     text = got["__error__"]
     if text.startswith("NotImplementedError"):
         where = text.split(":")[0].removeprefix("NotImplementedError in ")
-        function = f" ({where} still raises it)" if where != "NotImplementedError" else ""
-        return f"not written yet: replace `raise NotImplementedError()` with your code{function}"
+        function = say(" ({function} still raises it)", function=where) if where != "NotImplementedError" else ""
+        return say("not written yet: replace `raise NotImplementedError()` with your code{function}", function=function)
     if text.startswith("NotAsAsked: "):  # the check's glue found the learner's object of another form
         return text.removeprefix("NotAsAsked: ")
-    return f"it raised {text}"
+    return say("it raised {error}", error=text)
 
 
 def tensor_message(got: Any, want: torch.Tensor, mistakes: Mistakes = (),
@@ -120,14 +123,14 @@ def tensor_message(got: Any, want: torch.Tensor, mistakes: Mistakes = (),
     if error_message(got):
         return error_message(got)
     if numpy and not (isinstance(got, dict) and "__ndarray__" in got):
-        return f"expected a NumPy array, got {describe(got)}"
+        return say("expected a NumPy array, got {got}", got=describe(got))
     g = _as_tensor(got)
     if g is None:
-        return f"expected a tensor of shape {_shape(want)}, got {describe(got)}"
+        return say("expected a tensor of shape {shape}, got {got}", shape=_shape(want), got=describe(got))
     if not isinstance(got, torch.Tensor) and not numpy and not (allow_number and want.dim() == 0):
-        return f"expected a torch tensor of shape {_shape(want)}, got {describe(got)}"
+        return say("expected a torch tensor of shape {shape}, got {got}", shape=_shape(want), got=describe(got))
     if g.is_complex() or g.dtype == torch.bool:
-        return f"expected a floating-point tensor, got dtype {str(g.dtype).replace('torch.', '')}"
+        return say("expected a floating-point tensor, got dtype {dtype}", dtype=str(g.dtype).replace("torch.", ""))
     for message, value in mistakes:
         mv = _as_tensor(value)
         if mv is not None and close(g, mv, tol) and not close(mv, want, tol):
@@ -135,21 +138,21 @@ def tensor_message(got: Any, want: torch.Tensor, mistakes: Mistakes = (),
     if _shape(g) != _shape(want):
         hint = ""
         if g.dim() == want.dim() + 1:
-            hint = " — an extra dimension: did you forget to sum or to reduce?"
+            hint = say(" — an extra dimension: did you forget to sum or to reduce?")
         elif g.dim() + 1 == want.dim():
-            hint = " — a dimension is missing: did you sum over too many axes?"
+            hint = say(" — a dimension is missing: did you sum over too many axes?")
         elif g.dim() >= 2 and _shape(g.transpose(-2, -1)) == _shape(want):
-            hint = " — the last two dimensions are swapped"
-        return f"expected shape {_shape(want)}, got {_shape(g)}{hint}"
+            hint = say(" — the last two dimensions are swapped")
+        return say("expected shape {want}, got {got}{hint}", want=_shape(want), got=_shape(g), hint=hint)
     if torch.isnan(g).any() and not torch.isnan(want).any():
-        return "the result contains NaN (a 0/0, an inf - inf, or an overflow before the subtraction?)"
+        return say("the result contains NaN (a 0/0, an inf - inf, or an overflow before the subtraction?)")
     if torch.isinf(g).any() and not torch.isinf(want).any():
-        return "the result contains inf (an overflow, e.g. exp of a large number?)"
+        return say("the result contains inf (an overflow, e.g. exp of a large number?)")
     if close(g, want, tol):
         return None
     if g.dim() >= 2 and g.shape[-1] == g.shape[-2] and close(g.transpose(-2, -1), want, tol):
-        return "the values are right but transposed: rows and columns are swapped"
-    return "values differ from the expected ones" + _where_rows_differ(g.double(), want.double(), tol)
+        return say("the values are right but transposed: rows and columns are swapped")
+    return say("values differ from the expected ones{where}", where=_where_rows_differ(g.double(), want.double(), tol))
 
 
 def exact_message(got: Any, want: Any, mistakes: Mistakes = ()) -> str | None:
@@ -161,7 +164,7 @@ def exact_message(got: Any, want: Any, mistakes: Mistakes = ()) -> str | None:
             return message
     if _equal(got, want):
         return None
-    return f"expected {describe(want)}, got {describe(got)}"
+    return say("expected {want}, got {got}", want=describe(want), got=describe(got))
 
 
 def _equal(a: Any, b: Any) -> bool:
@@ -207,7 +210,7 @@ class Numpy(Tensor):
             return error_message(got)
         if isinstance(want, tuple):
             if not isinstance(got, (tuple, list)) or len(got) != len(want):
-                return f"expected a tuple of {len(want)} NumPy arrays, got {describe(got)}"
+                return say("expected a tuple of {n} NumPy arrays, got {got}", n=len(want), got=describe(got))
             return _first(tensor_message(g, w["__ndarray__"], _part(mistakes, i), self.steps, numpy=True)
                           for i, (g, w) in enumerate(zip(got, want)))
         return tensor_message(got, want["__ndarray__"], mistakes, self.steps, numpy=True)
@@ -222,12 +225,13 @@ class Tuple(Tensor):
         if error_message(got):
             return error_message(got)
         if not isinstance(got, (tuple, list)) or len(got) != len(want):
-            return f"expected a tuple of {len(want)} tensors, got {describe(got)}"
+            return say("expected a tuple of {n} tensors, got {got}", n=len(want), got=describe(got))
         for i, (g, w) in enumerate(zip(got, want)):
             known = _part(mistakes, i)
             msg = tensor_message(g, w, known, self.steps)
             if msg:
-                return msg if msg in {m.message for m in known} else f"part {i} of the returned tuple: {msg}"
+                return msg if msg in {m.message for m in known} else say("part {i} of the returned tuple: {message}",
+                                                                         i=i, message=msg)
         return None
 
 
@@ -248,15 +252,16 @@ class Float:
         if error_message(got):
             return error_message(got)
         if isinstance(got, bool) or not isinstance(got, (int, float)):
-            return f"expected a Python float, got {describe(got)} (use .item() to turn a tensor into a number)"
+            return say("expected a Python float, got {got} (use .item() to turn a tensor into a number)",
+                       got=describe(got))
         if not math.isfinite(got):
-            return f"expected a finite number, got {got}"
+            return say("expected a finite number, got {got}", got=got)
         for message, value in mistakes:
             if abs(got - value) <= self.rel * abs(value) and abs(value - want) > self.rel * abs(want):
                 return message
         if abs(got - want) <= self.rel * abs(want):
             return None
-        return f"expected about {want:.4g}, got {got:.4g}"
+        return say("expected about {want:.4g}, got {got:.4g}", want=want, got=got)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -270,7 +275,7 @@ class Frequencies:
         if error_message(got):
             return error_message(got)
         if not isinstance(got, torch.Tensor) or _shape(got) != _shape(want):
-            return f"expected counts of shape {_shape(want)}, got {describe(got)}"
+            return say("expected counts of shape {shape}, got {got}", shape=_shape(want), got=describe(got))
         freq = got.double() / got.double().sum(-1, keepdim=True).clamp_min(1)
         for message, value in mistakes:
             if _shape(value) == _shape(want) and _tv(freq, value) <= self.max_tv and _tv(value, want) > 2 * self.max_tv:
@@ -278,10 +283,12 @@ class Frequencies:
         drawn_impossible = (got > 0) & (want == 0)
         if drawn_impossible.any():
             token = drawn_impossible.nonzero()[0].tolist()
-            return f"token {token[-1]} was sampled although it should have been filtered out (probability 0)"
+            return say("token {token} was sampled although it should have been filtered out (probability 0)",
+                       token=token[-1])
         distance = _tv(freq, want)
         if distance > self.max_tv:
-            return f"the sampled frequencies are far from the expected probabilities (total variation {distance:.3f})"
+            return say("the sampled frequencies are far from the expected probabilities (total variation {distance:.3f})",
+                       distance=distance)
         return None
 
 

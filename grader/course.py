@@ -6,6 +6,7 @@ import json
 import os
 import sys
 import types
+from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -13,6 +14,29 @@ SOLUTIONS = ROOT / "solutions"
 NOTEBOOKS = ROOT / "notebooks"
 CONFIG_FILE = ROOT / "nbgrader_config.py"
 COURSE_ID = "attention-course"
+
+
+@dataclass(frozen=True)
+class Edition:
+    """The course in one language: its nbgrader source notebooks, the student notebooks made
+    from them, and the self-checks' fixtures. English is the source of every other edition,
+    which `python -m grader release` makes from it and translations/<language>/."""
+    language: str
+    solutions: Path
+    notebooks: Path
+    fixtures: Path
+
+
+EDITIONS = {
+    "en": Edition("en", SOLUTIONS, NOTEBOOKS, ROOT / "grader" / "fixtures"),
+    "zh": Edition("zh", ROOT / "solutions-zh", ROOT / "notebooks-zh", ROOT / "grader" / "fixtures" / "zh"),
+}
+
+
+def language_of(nb) -> str:
+    """The edition a notebook belongs to: its metadata's "language" when that is an edition's."""
+    language = nb.get("metadata", {}).get("language")
+    return language if isinstance(language, str) and language in EDITIONS else "en"
 
 
 class CourseMissing(RuntimeError):
@@ -34,8 +58,8 @@ def units() -> list[str]:
     return sorted(p.name for p in SOLUTIONS.iterdir() if p.is_dir() and not p.name.startswith((".", "_")))
 
 
-def source_notebook(unit: str) -> Path:
-    return SOLUTIONS / unit / f"{unit}.ipynb"
+def source_notebook(unit: str, language: str = "en") -> Path:
+    return EDITIONS[language].solutions / unit / f"{unit}.ipynb"
 
 
 def solution_definitions(unit: str, names: tuple[str, ...], **given) -> types.ModuleType:
@@ -61,27 +85,34 @@ def solution_definitions(unit: str, names: tuple[str, ...], **given) -> types.Mo
     return module
 
 
-def release_notebook(unit: str) -> Path:
-    return NOTEBOOKS / unit / f"{unit}.ipynb"
+def release_notebook(unit: str, language: str = "en") -> Path:
+    return EDITIONS[language].notebooks / unit / f"{unit}.ipynb"
 
 
-def nbgrader_api(course_root: Path | None = None, release_dir: Path | None = None, db_url: str | None = None):
-    """An NbGraderAPI with the shipped nbgrader_config.py, optionally writing its gradebook,
-    autograded and feedback folders under `course_root`, releasing into `release_dir`, and
-    keeping grades in the database `db_url` (default: course_root/gradebook.db)."""
+def nbgrader_api(course_root: Path | None = None, release_dir: Path | None = None, db_url: str | None = None,
+                 language: str = "en", source_dir: Path | None = None):
+    """An NbGraderAPI with the shipped nbgrader_config.py for the edition in `language`,
+    optionally writing its gradebook, autograded and feedback folders under `course_root`,
+    taking the source notebooks from `source_dir` (default: the edition's), releasing into
+    `release_dir`, and keeping grades in the database `db_url` (default: course_root/gradebook.db)."""
     from nbgrader.apps import NbGraderAPI
     from nbgrader.coursedir import CourseDirectory
 
+    edition = EDITIONS[language]
     cfg = config()
     if course_root is not None:
         course_root = Path(course_root).resolve()
         course_root.mkdir(parents=True, exist_ok=True)
         cfg.CourseDirectory.root = str(course_root)
-        cfg.CourseDirectory.source_directory = str(SOLUTIONS)
-        cfg.CourseDirectory.release_directory = str(NOTEBOOKS)
+    if course_root is not None or language != "en":
+        cfg.CourseDirectory.source_directory = str(edition.solutions)
+        cfg.CourseDirectory.release_directory = str(edition.notebooks)
+    if course_root is not None:
         cfg.CourseDirectory.db_url = f"sqlite:///{course_root / 'gradebook.db'}"
     if db_url is not None:
         cfg.CourseDirectory.db_url = db_url
+    if source_dir is not None:
+        cfg.CourseDirectory.source_directory = str(Path(source_dir).resolve())
     if release_dir is not None:
         cfg.CourseDirectory.release_directory = str(Path(release_dir).resolve())
     coursedir = CourseDirectory(config=cfg)

@@ -14,21 +14,22 @@ from typing import Any
 import nbformat
 import torch
 
-from . import course, notebook, preflight, sandbox, settings
+from . import course, i18n, notebook, preflight, sandbox, settings
+from .i18n import say
 from .results import ExerciseResult, NotebookResult
 from .settings import Limits
-from .spec import Spec, call_inputs, collect, judge_all, learner_side_source, quiet, sanitize
+from .spec import Spec, call_inputs, collect, failure_text, judge_all, learner_side_source, quiet, sanitize
 
 
 @functools.cache
-def _source(unit: str):
-    return notebook.read(course.source_notebook(unit))
+def _source(unit: str, language: str = "en"):
+    return notebook.read(course.source_notebook(unit, language))
 
 
 @functools.cache
-def _specs(unit: str, grade_id: str) -> tuple[tuple[Spec, str], ...]:
-    """The specs of one exercise with the learner-side source of each."""
-    exercise = next(e for e in notebook.exercises(_source(unit)) if e.grade_id == grade_id)
+def _specs(unit: str, grade_id: str, language: str = "en") -> tuple[tuple[Spec, str], ...]:
+    """The specs of one exercise, in the edition of `language`, with the learner-side source of each."""
+    exercise = next(e for e in notebook.exercises(_source(unit, language)) if e.grade_id == grade_id)
     return tuple((spec, learner_side_source(exercise.hidden, spec)) for spec in collect(exercise.hidden))
 
 
@@ -62,8 +63,11 @@ def grade_notebook(path: Path, unit: str | None = None, limits: Limits | None = 
     if check.rejection:
         result.error = check.rejection
         return result
-    with tempfile.TemporaryDirectory(prefix="grade-", ignore_cleanup_errors=True) as tmp:
-        to_run, jobs = _build(check.notebook, check.unit, Path(tmp))
+    result.language = check.language
+    # Messages in the notebook's language, unless the instructor asks for another (COURSE_LANG).
+    with i18n.language(i18n.requested() or check.language), \
+            tempfile.TemporaryDirectory(prefix="grade-", ignore_cleanup_errors=True) as tmp:
+        to_run, jobs = _build(check.notebook, check.unit, check.language, Path(tmp))
         outcome = sandbox.execute(to_run, Path(tmp), limits)
         result.seconds = outcome.seconds
         if outcome.executed is None:
@@ -72,24 +76,24 @@ def grade_notebook(path: Path, unit: str | None = None, limits: Limits | None = 
         if outcome.problem:
             result.flags.append(outcome.problem)
         for exercise in result.exercises:
-            exercise.grade(*_judge(exercise.grade_id, check.unit, jobs, outcome))
-    if autograded is not None:
-        write_autograded(result, outcome.executed, autograded)
+            exercise.grade(*_judge(exercise.grade_id, check.unit, check.language, jobs, outcome))
+        if autograded is not None:
+            write_autograded(result, outcome.executed, autograded)
     return result
 
 
-def _build(nb, unit: str, workdir: Path):
+def _build(nb, unit: str, language: str, workdir: Path):
     """The notebook to run: the learner's cells, locked and test cells restored from the
     released version, each test cell followed by the calls of its hidden checks."""
-    release = {notebook.grade_id(c): c for c in preflight.released(unit).cells if notebook.grade_id(c)}
-    tests = [e.grade_id for e in notebook.exercises(_source(unit))]
+    release = {notebook.grade_id(c): c for c in preflight.released(unit, language).cells if notebook.grade_id(c)}
+    tests = [e.grade_id for e in notebook.exercises(_source(unit, language))]
     cells, seen, jobs = [], set(), {}
 
     def test_cells(gid: str) -> list:
         visible = copy.deepcopy(release[gid])
         visible.metadata["grader"] = {"visible": gid}
         calls = []
-        for k, (spec, source) in enumerate(_specs(unit, gid)):
+        for k, (spec, source) in enumerate(_specs(unit, gid, language)):
             inputs, outputs = workdir / f"{gid}-{k}.in.pt", workdir / f"{gid}-{k}.out.pt"
             cases = spec.all_cases()
             torch.save(call_inputs(spec, cases), inputs)
@@ -123,15 +127,15 @@ def _build(nb, unit: str, workdir: Path):
     return run, jobs
 
 
-def _judge(gid: str, unit: str, jobs, outcome) -> tuple[list[str], str | None]:
+def _judge(gid: str, unit: str, language: str, jobs, outcome) -> tuple[list[str], str | None]:
     """The failure messages of one exercise, decided here from plain data, and the known
     mistake named first, if any."""
     messages, mistake = [], None
-    for k, _ in enumerate(_specs(unit, gid)):
+    for k, _ in enumerate(_specs(unit, gid, language)):
         spec, cases, outputs = jobs[(gid, k)]
         results = _read_results(outputs)
         if results is None:
-            messages.append(f"{spec.name}: its results could not be read back")
+            messages.append(say("{name}: its results could not be read back", name=spec.name))
             continue
         failure = judge_all(spec, cases, results)
         if failure:
@@ -139,15 +143,16 @@ def _judge(gid: str, unit: str, jobs, outcome) -> tuple[list[str], str | None]:
             mistake = mistake or failure[1]
         elif len(results) < len(cases):
             reason = _unfinished(outputs, outcome, _cell(outcome.executed, "calls", gid))
-            messages.append(f"{spec.name} ({cases[len(results)].label}): did not finish — {reason}")
+            messages.append(failure_text(spec.name, cases[len(results)].label,
+                                         say("did not finish — {reason}", reason=reason)))
     error = _error_of(_cell(outcome.executed, "visible", gid))
     if error:
-        messages.append(f"the self-check failed: {error}")
+        messages.append(say("the self-check failed: {error}", error=error))
     if messages:  # the root cause first: an answer cell that stopped with an error
-        answers = next(e.answer_ids for e in notebook.exercises(_source(unit)) if e.grade_id == gid)
+        answers = next(e.answer_ids for e in notebook.exercises(_source(unit, language)) if e.grade_id == gid)
         for cell in outcome.executed.cells:
-            if notebook.grade_id(cell) in answers and (error := _error_of(cell)) and not error.startswith("not reached"):
-                messages.insert(0, f"your answer cell {notebook.grade_id(cell)!r} raised {error}")
+            if notebook.grade_id(cell) in answers and (error := _error_of(cell)) and error != NOT_REACHED:
+                messages.insert(0, say("your answer cell {cell!r} raised {error}", cell=notebook.grade_id(cell), error=error))
                 break
     return messages, mistake
 
@@ -176,19 +181,22 @@ def _cell(executed, role: str, gid: str):
 def _unfinished(outputs: Path, outcome, calls_cell) -> str:
     """Why the calls of a check left no (or too few) results."""
     if calls_cell is not None and calls_cell.get("metadata", {}).get("grader", {}).get("timed_out"):
-        return "it ran longer than the grader's time limit for a cell and was stopped"
+        return say("it ran longer than the grader's time limit for a cell and was stopped")
     error = _error_of(calls_cell)
-    if error and not error.startswith("not reached"):
-        return (f"the check stopped with {error} (raised by your code, or by the notebook's state); "
-                "run the notebook top to bottom and fix the first error")
+    if error and error != NOT_REACHED:
+        return say("the check stopped with {error} (raised by your code, or by the notebook's state); "
+                   "run the notebook top to bottom and fix the first error", error=error)
     if sandbox.read_scratch(outputs.with_suffix(".progress"), 4096):
-        return outcome.problem or "it stopped the kernel"
-    return outcome.problem or "the check was not reached (an earlier cell stopped the notebook)"
+        return outcome.problem or say("it stopped the kernel")
+    return outcome.problem or say("the check was not reached (an earlier cell stopped the notebook)")
+
+
+NOT_REACHED = "not reached (an earlier cell stopped the notebook)"
 
 
 def _error_of(cell) -> str | None:
     if cell is None or cell.get("execution_count") is None:
-        return "not reached (an earlier cell stopped the notebook)"
+        return NOT_REACHED
     for output in cell.get("outputs", []):
         if output.get("output_type") == "error":
             return f"{output.get('ename', 'Error')}: {str(output.get('evalue', ''))[:300]}".rstrip(": ")
@@ -198,7 +206,7 @@ def _error_of(cell) -> str | None:
 def write_autograded(result: NotebookResult, executed, path: Path) -> None:
     """The learner's notebook as it ran — prose, code and outputs — each test cell showing the
     grader's verdict and no hidden code: what nbgrader's generate_feedback turns into the report."""
-    release = preflight.released(result.unit)
+    release = preflight.released(result.unit, result.language)
     release_meta = {notebook.grade_id(c): c.metadata for c in release.cells if notebook.grade_id(c)}
     cells = []
     for cell in executed.cells:
@@ -210,10 +218,11 @@ def write_autograded(result: NotebookResult, executed, path: Path) -> None:
         cell.metadata = copy.deepcopy(release_meta.get(gid, {})) if gid else {}
         if "visible" in role:
             exercise = result.exercise(gid)
-            mark = "\u2713 passed" if exercise.passed else "\u2717 " + exercise.feedback
+            mark = say("\u2713 passed") if exercise.passed else "\u2717 " + exercise.feedback
             cell.outputs = [o for o in cell.get("outputs", []) if o.get("output_type") != "error"]
-            cell.outputs.append(nbformat.v4.new_output(
-                "stream", name="stdout", text=f"Grader: {mark} ({exercise.points:g}/{exercise.max_points:g})\n"))
+            cell.outputs.append(nbformat.v4.new_output("stream", name="stdout", text=say(
+                "Grader: {mark} ({points:g}/{max_points:g})", mark=mark, points=exercise.points,
+                max_points=exercise.max_points) + "\n"))
         cells.append(cell)
     out = nbformat.v4.new_notebook(cells=cells, metadata=copy.deepcopy(release.metadata))
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -24,14 +24,16 @@ MAX_BYTES = 64 * 2**20   # far above any notebook of the course with its outputs
 class Preflight:
     unit: str | None
     notebook: object | None = None                     # the repaired notebook; None when rejected
+    language: str = "en"                               # the edition it belongs to (course.EDITIONS)
     repairs: list[str] = field(default_factory=list)    # what was wrong and how it was repaired
     rejection: str | None = None                        # why it cannot be graded at all
 
 
 @functools.cache
-def released(unit: str):
-    """The student notebook of `unit` as released (read once; callers copy before editing)."""
-    return notebook.read(course.release_notebook(unit))
+def released(unit: str, language: str = "en"):
+    """The student notebook of `unit` as released in the edition of `language` (read once;
+    callers copy before editing)."""
+    return notebook.read(course.release_notebook(unit, language))
 
 
 def unit_of(nb) -> str | None:
@@ -62,7 +64,8 @@ def check(path: Path, unit: str | None = None) -> Preflight:
                             f"submitted as {unit}: submit {unit}.ipynb in the {unit} folder")
         return result
     result.unit = unit
-    result.repairs += _repair_form(nb, released(unit))
+    result.language = course.language_of(nb)
+    result.repairs += _repair_form(nb, released(unit, result.language))
     result.notebook = nb
     return result
 

@@ -1,5 +1,7 @@
 """Make the learner's material from the instructor's: notebooks/ (via nbgrader
-generate_assignment) and the self-check fixtures (the oracle run on each check's examples)."""
+generate_assignment) and the self-check fixtures (the oracle run on each check's examples), and
+the same for every other edition, translated from the English source (see grader.translation):
+solutions-<language>/, notebooks-<language>/ and grader/fixtures/<language>/."""
 from __future__ import annotations
 
 import filecmp
@@ -9,18 +11,19 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import nbformat
 import torch
 
-from . import course, notebook
+from . import course, notebook, translation
 from .compare import DEFAULT_TOL, close, judge_to_plain
-from .selfcheck import FIXTURES, encode
+from .selfcheck import encode
 from .spec import call_reads, collect, expected, learner_side_source, region_imports
 
 
-def fixtures(unit: str) -> dict[str, Any]:
+def fixtures(source_nb) -> dict[str, Any]:
     """Expected values and known-mistake values on each check's fixed examples."""
     entries: dict[str, Any] = {}
-    for exercise in notebook.exercises(notebook.read(course.source_notebook(unit))):
+    for exercise in notebook.exercises(source_nb):
         for spec in collect(exercise.hidden):
             examples = spec.examples()
             if not examples:
@@ -59,9 +62,9 @@ def call_problems(unit: str, source_nb=None) -> list[str]:
     return problems
 
 
-def _fixture_text(unit: str) -> str:
+def _fixture_text(source_nb) -> str:
     """One line per check, so a change shows as a change of that line."""
-    entries = fixtures(unit)
+    entries = fixtures(source_nb)
     lines = [f" {json.dumps(name)}: {json.dumps(entry, ensure_ascii=False)}" for name, entry in entries.items()]
     return "{\n" + ",\n".join(lines) + "\n}\n"
 
@@ -131,41 +134,116 @@ def same_fixture(stored: Any, fresh: Any, where: str = "", in_tensor: bool = Fal
 
 
 def release(check: bool = False, units: list[str] | None = None) -> list[str]:
-    """Regenerate notebooks/ and grader/fixtures/ from solutions/, or with `check` only report
-    what is out of date. Returns the problems found (empty when all is in sync)."""
+    """Regenerate every edition's notebooks and fixtures from solutions/ (and the translation
+    catalogues from the English), or with `check` only report what is out of date, untranslated
+    or fuzzy. Returns the problems found (empty when all is in sync)."""
     problems: list[str] = []
     units = units or course.units()
     with tempfile.TemporaryDirectory() as tmp:
-        api = course.nbgrader_api(Path(tmp), release_dir=Path(tmp) / "release")
         for unit in units:
             problems += call_problems(unit)
-            outcome = api.generate_assignment(unit, force=True)
-            if not outcome["success"]:
-                problems.append(f"{unit}: nbgrader generate_assignment failed:\n{outcome['log'][-2000:]}")
-                continue
-            fresh, shipped = Path(tmp) / "release" / unit, course.NOTEBOOKS / unit
-            text, fixture = _fixture_text(unit), FIXTURES / f"{unit}.json"
-            if check:
-                problems += [f"notebooks/{unit}/{name} is out of date" for name in _differences(fresh, shipped)]
-                # Compared as data, not text: another CPU rounds the last bits of floats differently.
-                try:
-                    difference = same_fixture(json.loads(fixture.read_text(encoding="utf-8")), json.loads(text))
-                except FileNotFoundError:
-                    difference = "the file is missing"
-                except json.JSONDecodeError as error:
-                    difference = f"not valid JSON ({error})"
-                if difference:
-                    problems.append(f"grader/fixtures/{unit}.json is out of date: {difference}")
-            else:
-                shutil.rmtree(shipped, ignore_errors=True)
-                shutil.copytree(fresh, shipped)
-                fixture.write_text(text, encoding="utf-8")
+            source_nb = notebook.read(course.source_notebook(unit))
+            problems += _release_edition(unit, course.EDITIONS["en"], source_nb, Path(tmp), check)
+            for language in translation.LANGUAGES:
+                po, stale = translation.update(language, unit, source_nb, write=not check)
+                if check and stale:
+                    problems.append(f"translations/{language}/{unit}.po does not match the English of solutions/{unit}: "
+                                    "run `python -m grader release` to bring it up to date")
+                problems += translation.problems(po, language, unit)
+                problems += translation.glossary_problems(po, language, unit, translation.glossary(language))
+                translated = translation.edition(source_nb, language, translation.table(po))
+                problems += translation.code_problems(translated, language, unit)
+                problems += _release_edition(unit, course.EDITIONS[language], translated, Path(tmp), check)
+        for language in translation.LANGUAGES:
+            problems += _release_messages(language, check)
     if check:
-        stale = {p.stem for p in FIXTURES.glob("*.json")} - set(course.units())
-        problems += [f"grader/fixtures/{name}.json belongs to no unit" for name in sorted(stale)]
-        extra = {p.name for p in course.NOTEBOOKS.iterdir() if p.is_dir()} - set(course.units())
-        problems += [f"notebooks/{name} belongs to no unit" for name in sorted(extra)]
+        problems += _strays(units)
     return problems
+
+
+def _release_edition(unit: str, edition: course.Edition, source_nb, tmp: Path, check: bool) -> list[str]:
+    """One unit of one edition: its source notebook (another edition's is made from the English),
+    the student notebook nbgrader generates from it, and the self-checks' fixtures."""
+    problems: list[str] = []
+    language = edition.language
+    source_dir = course.SOLUTIONS if language == "en" else tmp / f"solutions-{language}"
+    if language != "en":
+        made = source_dir / unit / f"{unit}.ipynb"
+        made.parent.mkdir(parents=True, exist_ok=True)
+        nbformat.write(source_nb, made)
+        shipped_source = course.source_notebook(unit, language)
+        if check:
+            if not shipped_source.exists() or shipped_source.read_bytes() != made.read_bytes():
+                problems.append(f"{_relative(shipped_source)} is out of date")
+        else:
+            shipped_source.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(made, shipped_source)
+    api = course.nbgrader_api(tmp / f"course-{language}", release_dir=tmp / f"release-{language}",
+                              language=language, source_dir=source_dir)
+    outcome = api.generate_assignment(unit, force=True)
+    if not outcome["success"]:
+        return problems + [f"{unit} ({language}): nbgrader generate_assignment failed:\n{outcome['log'][-2000:]}"]
+    fresh, shipped = tmp / f"release-{language}" / unit, edition.notebooks / unit
+    text, fixture = _fixture_text(source_nb), edition.fixtures / f"{unit}.json"
+    # Compared as data, not text: another CPU rounds the last bits of floats differently, so a
+    # file that agrees is kept as it is.
+    try:
+        difference = same_fixture(json.loads(fixture.read_text(encoding="utf-8")), json.loads(text))
+    except FileNotFoundError:
+        difference = "the file is missing"
+    except json.JSONDecodeError as error:
+        difference = f"not valid JSON ({error})"
+    if check:
+        problems += [f"{_relative(shipped)}/{name} is out of date" for name in _differences(fresh, shipped)]
+        if difference:
+            problems.append(f"{_relative(fixture)} is out of date: {difference}")
+    else:
+        shutil.rmtree(shipped, ignore_errors=True)
+        shutil.copytree(fresh, shipped)
+        if difference:
+            fixture.parent.mkdir(parents=True, exist_ok=True)
+            fixture.write_text(text, encoding="utf-8")
+    return problems
+
+
+def _release_messages(language: str, check: bool) -> list[str]:
+    """The grader's own messages in `language`: its catalogue brought up to date with the
+    `say(...)` templates, compiled for the learner's process into fixtures/<language>/messages.json."""
+    po, stale = translation.update(language, translation.GRADER, write=not check)
+    problems = translation.problems(po, language, translation.GRADER)
+    problems += translation.glossary_problems(po, language, translation.GRADER, translation.glossary(language))
+    if check and stale:
+        problems.append(f"translations/{language}/grader.po does not match the grader's messages: "
+                        "run `python -m grader release` to bring it up to date")
+    compiled = course.EDITIONS[language].fixtures / "messages.json"
+    text = json.dumps(translation.table(po), ensure_ascii=False, indent=0, sort_keys=True) + "\n"
+    if check:
+        if not compiled.exists() or compiled.read_text(encoding="utf-8") != text:
+            problems.append(f"{_relative(compiled)} is out of date")
+    else:
+        compiled.parent.mkdir(parents=True, exist_ok=True)
+        compiled.write_text(text, encoding="utf-8")
+    return problems
+
+
+def _strays(units: list[str]) -> list[str]:
+    """Files of every edition that belong to no unit."""
+    problems = []
+    for edition in course.EDITIONS.values():
+        names = {p.stem for p in edition.fixtures.glob("*.json")} - {"messages"}
+        problems += [f"{_relative(edition.fixtures)}/{name}.json belongs to no unit" for name in sorted(names - set(course.units()))]
+        for folder in {edition.notebooks, edition.solutions} - {course.SOLUTIONS}:
+            if folder.is_dir():
+                extra = {p.name for p in folder.iterdir() if p.is_dir()} - set(course.units())
+                problems += [f"{_relative(folder)}/{name} belongs to no unit" for name in sorted(extra)]
+    return problems
+
+
+def _relative(path: Path) -> str:
+    try:
+        return str(path.relative_to(course.ROOT))
+    except ValueError:
+        return str(path)
 
 
 def _differences(a: Path, b: Path) -> list[str]:

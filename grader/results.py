@@ -36,6 +36,7 @@ class NotebookResult:
     sandbox: str = ""                                # how learner code was confined
     seconds: float = 0.0
     checksum: str = ""                               # sha256 of the submitted file, for --resume
+    language: str = "en"                             # the edition of the course it belongs to
 
     @property
     def score(self) -> float:

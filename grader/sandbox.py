@@ -35,6 +35,7 @@ from pathlib import Path
 
 import nbformat
 
+from . import i18n
 from .settings import Limits, MiB
 
 NOBODY = 65534
@@ -273,6 +274,7 @@ def execute(notebook, workdir: Path, limits: Limits) -> Outcome:
         # One thread per notebook: workers already fill the cores, and torch's threads spin-wait
         # on a busy machine (unit 08 took 321 s beside one busy process with 2 threads, 17 s with 1).
         "OMP_NUM_THREADS": "1",
+        "COURSE_LANG": i18n.current(),       # the self-checks answer in the language of the verdicts
     }
     if prefix:  # the scratch folder, the only writable place, goes before bubblewrap's "--";
         # /dev/shm lives in it, so that the watchdog's cap on files counts what is written there

@@ -18,7 +18,8 @@ from typing import Any
 import torch
 
 from .compare import Mistake, judge_from_plain
-from .spec import CheckFailed, attempt
+from .i18n import current, say
+from .spec import CheckFailed, attempt, failure_text
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -51,17 +52,26 @@ def decode(value: Any) -> Any:
     return value
 
 
+def fixture_folder(language: str) -> Path:
+    """Where a language's fixtures are: grader/fixtures/ for English, grader/fixtures/<language>/
+    for another edition (the same values; its labels and messages translated)."""
+    return FIXTURES if language == "en" else FIXTURES / language
+
+
 @functools.cache
-def _fixtures() -> dict[str, Any]:
+def _fixtures(language: str) -> dict[str, Any]:
+    folder = fixture_folder(language)
+    if language != "en" and not folder.is_dir():
+        folder = FIXTURES
     entries: dict[str, Any] = {}
-    for path in sorted(FIXTURES.glob("*.json")):
+    for path in sorted(p for p in folder.glob("*.json") if p.name != "messages.json"):
         entries.update(json.loads(path.read_text(encoding="utf-8")))
     return entries
 
 
 def entries_for(name: str) -> list[dict[str, Any]]:
     """The stored checks of `name`: its first check, then any further ones ("name #2", ...)."""
-    return [entry for key, entry in _fixtures().items() if key == name or key.startswith(f"{name} #")]
+    return [entry for key, entry in _fixtures(current()).items() if key == name or key.startswith(f"{name} #")]
 
 
 def check(name: str, namespace: dict[str, Any] | None = None) -> None:
@@ -75,7 +85,7 @@ def check(name: str, namespace: dict[str, Any] | None = None) -> None:
     if not entries:
         raise KeyError(f"no self-check is stored for {name!r}")
     if name not in namespace:
-        raise CheckFailed(f"{name} is not defined: run the cell where you wrote it first")
+        raise CheckFailed(say("{name} is not defined: run the cell where you wrote it first", name=name))
     count = 0
     for entry in entries:
         scope = dict(namespace)
@@ -87,7 +97,10 @@ def check(name: str, namespace: dict[str, Any] | None = None) -> None:
             mistakes = [Mistake(message, decode(value)) for message, value in case["mistakes"]]
             message = judge(got, decode(case["want"]), mistakes)
             if message:
-                raise CheckFailed(f"{name} ({case['label']}): {message}") from None
+                raise CheckFailed(failure_text(name, case["label"], message)) from None
             count += 1
-    print(f"\u2713 {name}: right on {count} example{'s' if count > 1 else ''}. "
-          "The graded tests also try other inputs and shapes.")
+    if count > 1:
+        print(say("\u2713 {name}: right on {count} examples. The graded tests also try other inputs and shapes.",
+                  name=name, count=count))
+    else:
+        print(say("\u2713 {name}: right on 1 example. The graded tests also try other inputs and shapes.", name=name))

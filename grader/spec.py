@@ -31,6 +31,7 @@ from typing import Any, Callable, Iterable, Iterator
 import torch
 
 from .compare import Exact, Float, Frequencies, Judge, Mistake, Number, Numpy, Tensor, Tuple
+from .i18n import say
 
 __all__ = ["Case", "Spec", "Mistake", "run", "attempt", "load_params", "build", "dropout_seen", "forbid",
            "NotAsAsked",
@@ -116,7 +117,7 @@ def to_plain(x: Any, depth: int = 0) -> Any:
         return tuple(items) if type(x) is tuple else items
     if type(x) is dict and all(type(k) is str for k in x):
         return {k: to_plain(v, depth + 1) for k, v in x.items()}
-    return {"__error__": f"returned an object of type {type(x).__name__}"}
+    return {"__error__": say("returned an object of type {kind}", kind=type(x).__name__)}
 
 
 MAX_VALUES = 1_000_000   # values in one check's results: far more than any check returns
@@ -224,6 +225,11 @@ def call_inputs(spec: Spec, cases: list[Case]) -> list[tuple[str, tuple, dict]]:
 
 # --- the verdict ----------------------------------------------------------------------------
 
+def failure_text(name: str, label: str, message: str) -> str:
+    """What a learner reads when a check fails: the name checked, the case, what is wrong."""
+    return say("{name} ({label}): {message}", name=name, label=label, message=message)
+
+
 def verdict(spec: Spec, case: Case, got: Any) -> str | None:
     """None when `got` is right for `case`; otherwise the message a learner sees."""
     failure = _failure(spec, case, got)
@@ -250,7 +256,7 @@ def _failure(spec: Spec, case: Case, got: Any) -> tuple[str, str | None] | None:
     message = spec.judge(got, want, mistakes)
     if message is None:
         return None
-    return f"{spec.name} ({case.label}): {message}", message if message in {m.message for m in mistakes} else None
+    return failure_text(spec.name, case.label, message), message if message in {m.message for m in mistakes} else None
 
 
 def judge_all(spec: Spec, cases: list[Case], results: list[Any]) -> tuple[str, str | None] | None:
@@ -356,15 +362,16 @@ def load_params(module: torch.nn.Module, state: dict[str, torch.Tensor]) -> torc
         wrong = sorted(n for n in set(found) & set(expected) if found[n] != expected[n])
         parts = []
         if missing:
-            parts.append("missing: " + ", ".join(f"{n} {expected[n]}" for n in missing))
+            parts.append(say("missing: {names}", names=", ".join(f"{n} {expected[n]}" for n in missing)))
         if extra:
-            hint = " (a mask belongs in register_buffer, not nn.Parameter)" if any("mask" in n for n in extra) else ""
-            parts.append("unexpected: " + ", ".join(f"{n} {found[n]}" for n in extra) + hint)
+            hint = say(" (a mask belongs in register_buffer, not nn.Parameter)") if any("mask" in n for n in extra) else ""
+            parts.append(say("unexpected: {names}{hint}", names=", ".join(f"{n} {found[n]}" for n in extra), hint=hint))
         if wrong:
-            parts.append("wrong shape: " + ", ".join(f"{n} is {found[n]}, expected {expected[n]}" for n in wrong))
-        parts.append("the exercise asks for: " + ", ".join(f"{n} {s}" for n, s in expected.items()))
-        raise NotAsAsked(f"{type(module).__name__}'s parameter names or shapes are not the ones the exercise "
-                         "asks for; " + "; ".join(parts))
+            parts.append(say("wrong shape: {names}", names=", ".join(
+                say("{name} is {found}, expected {expected}", name=n, found=found[n], expected=expected[n]) for n in wrong)))
+        parts.append(say("the exercise asks for: {names}", names=", ".join(f"{n} {s}" for n, s in expected.items())))
+        raise NotAsAsked(say("{module}'s parameter names or shapes are not the ones the exercise asks for; {parts}",
+                             module=type(module).__name__, parts="; ".join(parts)))
     params = dict(module.named_parameters())
     with torch.no_grad():
         for name, value in state.items():
@@ -430,7 +437,7 @@ def dropout_seen() -> Iterator[DropoutLog]:
 
 
 @contextlib.contextmanager
-def forbid(*names: str, reason: str = "this exercise asks you to write it yourself") -> Iterator[None]:
+def forbid(*names: str, reason: str | None = None) -> Iterator[None]:
     """While learner code runs, make the named library functions raise (e.g. "torch.dot",
     "torch.Tensor.__matmul__"): for exercises whose point is to build them by hand. Names the
     notebook bound to them (`from torch import dot`, `_dot = torch.dot`) are blocked too. A
@@ -439,6 +446,7 @@ def forbid(*names: str, reason: str = "this exercise asks you to write it yourse
     import importlib
     import sys
 
+    reason = reason or say("this exercise asks you to write it yourself")
     saved = []
     notebook = vars(sys.modules["__main__"])   # the kernel's namespace: the learner's globals
     try:
@@ -450,8 +458,8 @@ def forbid(*names: str, reason: str = "this exercise asks you to write it yourse
                 owner = getattr(owner, part)
 
             def blocked(*args, _name=name, **kwargs):
-                raise RuntimeError(f"{_name.replace('__matmul__', '__matmul__ (the @ operator)')} is not "
-                                   f"allowed here: {reason}")
+                raise RuntimeError(say("{name} is not allowed here: {reason}", reason=reason,
+                                       name=_name.replace("__matmul__", say("__matmul__ (the @ operator)"))))
 
             original = owner.__dict__.get(attr, getattr(owner, attr))
             saved.append((owner, attr, original))

@@ -35,6 +35,7 @@ from . import notebook
 
 TRANSLATIONS = Path(__file__).resolve().parent.parent / "translations"
 LANGUAGES = ("zh",)
+GRADER = "grader"   # the catalogue of the grader's own messages: translations/<language>/grader.po
 LANGUAGE_NAMES = {"zh": "Chinese (Simplified)"}
 PO_LANGUAGE = {"zh": "zh_CN"}
 
@@ -308,6 +309,19 @@ def _string_span(node: ast.expr, tokens, code: str, at, where: str, shown: bool,
     return _Span(at(*start), at(*end), Text(english, kind, where), render)
 
 
+def grader_texts() -> list[Text]:
+    """The grader's own messages: the templates of its `say(...)` calls (see grader.i18n)."""
+    package = Path(__file__).resolve().parent
+    found: dict[str, Text] = {}
+    for path in sorted(package.glob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in sorted((n for n in ast.walk(tree) if isinstance(n, ast.Call)), key=lambda n: n.lineno):
+            if isinstance(node.func, ast.Name) and node.func.id == "say" \
+                    and node.args and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str):
+                found.setdefault(node.args[0].value, Text(node.args[0].value, "message", f"{path.name}:{node.lineno}"))
+    return list(found.values())
+
+
 # --- writing translations in --------------------------------------------------------------------
 
 def translate(nb, table: dict[str, str]):
@@ -366,7 +380,8 @@ def merged(po, found: list[Text], language: str, unit: str):
         **{k: v for k, v in po.metadata.items() if k in ("Last-Translator", "Language-Team")},
     }
     for text in found:
-        entry = polib.POEntry(msgid=text.english, msgstr="", occurrences=[(f"{unit}.ipynb", text.where)],
+        source = "grader" if unit == GRADER else f"{unit}.ipynb"
+        entry = polib.POEntry(msgid=text.english, msgstr="", occurrences=[(source, text.where)],
                               comment=text.kind)
         if text.english in old:
             kept = old[text.english]
@@ -473,11 +488,13 @@ def glossary_problems(po, language: str, unit: str, terms: list[Term]) -> list[s
 
 # --- one unit's catalogue, brought up to date ---------------------------------------------------
 
-def update(language: str, unit: str, source_nb, write: bool = True) -> tuple[object, bool]:
-    """The unit's catalogue merged with the English source's texts (see `merged`); with `write`,
-    saved when it changed. Returns (catalogue, whether it was out of date)."""
+def update(language: str, unit: str, source_nb=None, write: bool = True) -> tuple[object, bool]:
+    """The catalogue of a unit (or of the grader's messages, unit GRADER) merged with the
+    English source's texts (see `merged`); with `write`, saved when it changed. Returns
+    (catalogue, whether it was out of date)."""
     path = catalogue_path(language, unit)
-    po = merged(load(language, unit), texts(source_nb), language, unit)
+    found = grader_texts() if unit == GRADER else texts(source_nb)
+    po = merged(load(language, unit), found, language, unit)
     text = str(po)
     stale = not path.exists() or path.read_text(encoding="utf-8") != text
     if write and stale:
@@ -499,4 +516,29 @@ def code_problems(translated_nb, language: str, unit: str) -> list[str]:
             line = code.splitlines()[error.lineno - 1] if error.lineno and error.lineno <= len(code.splitlines()) else ""
             out.append(f"translations/{language}/{unit}.po breaks the code of {_where(cell, index)}: {error.msg} "
                        f"in {line.strip()[:80]!r}")
+    return out
+
+
+# --- a whole edition ---------------------------------------------------------------------------------
+
+# The first code cell of another edition: its self-checks and plots in that language. Read-only,
+# so nbgrader's autograde restores it if a learner deletes it.
+LANGUAGE_CELLS = {
+    "zh": 'from grader.i18n import use_language\n\nuse_language("zh")  # 自检与评分反馈用中文，图中的中文用中文字体显示',
+}
+
+
+def edition(source_nb, language: str, table: dict[str, str]):
+    """The source notebook of `language`'s edition: the English one translated by `table`, with
+    the language in its metadata and the cell that sets it before the first code cell."""
+    import nbformat
+
+    out = translate(source_nb, table)
+    out.metadata["language"] = language
+    cell = nbformat.v4.new_code_cell(LANGUAGE_CELLS[language])
+    cell.id = f"language-{language}"
+    cell.metadata["nbgrader"] = {"grade": False, "grade_id": f"language_{language}", "locked": True,
+                                 "schema_version": 3, "solution": False, "task": False}
+    first_code = next(i for i, c in enumerate(out.cells) if c.cell_type == "code")
+    out.cells.insert(first_code, cell)
     return out

@@ -57,19 +57,19 @@ def exercise_for(unit: str, answer: str) -> notebook.Exercise:
     raise KeyError(f"{unit}: no test cell follows the answer cell {answer!r}")
 
 
-def answers(unit: str) -> dict[str, str]:
+def answers(unit: str, language: str = "en") -> dict[str, str]:
     """The reference answer of each answer cell, without the solution markers."""
-    nb = notebook.read(course.source_notebook(unit))
+    nb = notebook.read(course.source_notebook(unit, language))
     return {notebook.grade_id(c): "\n".join(line for line in c.source.splitlines()
                                             if "### BEGIN SOLUTION" not in line and "### END SOLUTION" not in line)
             for c in nb.cells if notebook.is_answer(c)}
 
 
-def student_notebook(unit: str, replace: dict[str, str] | None = None):
-    """The released student notebook with the given answer cells filled in (by grade id);
-    `replace=None` fills every answer cell with the reference answer."""
-    nb = notebook.read(course.release_notebook(unit))
-    fill = answers(unit) if replace is None else replace
+def student_notebook(unit: str, replace: dict[str, str] | None = None, language: str = "en"):
+    """The released student notebook (of the edition in `language`) with the given answer cells
+    filled in (by grade id); `replace=None` fills every answer cell with the reference answer."""
+    nb = notebook.read(course.release_notebook(unit, language))
+    fill = answers(unit, language) if replace is None else replace
     for cell in nb.cells:
         gid = notebook.grade_id(cell)
         if gid in fill:
