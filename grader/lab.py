@@ -78,9 +78,11 @@ def config_path(exchange: Path) -> list[Path]:
 
 
 def split_folder(args: list[str]) -> tuple[Path, list[str]]:
-    """The folder to serve (the learner's, as an absolute path, else notebooks/) and the
-    learner's other JupyterLab arguments."""
+    """The folder to serve (the learner's, as an absolute path, else the notebooks of the edition
+    named first, `zh` or `en`, else notebooks/) and the learner's other JupyterLab arguments."""
     chosen, rest = course.NOTEBOOKS, []
+    if args and args[0] in course.EDITIONS:
+        chosen, args = course.EDITIONS[args[0]].notebooks, args[1:]
     values = iter(args)
     for arg in values:
         option, has_value, value = arg.partition("=")

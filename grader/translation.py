@@ -126,26 +126,11 @@ def _code_spans(source: str, where: str, test: bool) -> list[_Span]:
         spans += _comment_spans(tokens, code, at, where)
         for node in docstrings:
             spans.append(_docstring_span(node, code, at, where))
-    hidden = _hidden_rows(source) if test else None
     for node, shown in _string_nodes(tree, docstrings, test):
-        if hidden is not None and node.lineno not in hidden:
-            continue
         span = _string_span(node, tokens, code, at, where, shown, "message" if test else "string")
         if span:
             spans.append(span)
     return sorted(spans, key=lambda s: s.start)
-
-
-def _hidden_rows(source: str) -> set[int]:
-    rows, inside = set(), False
-    for row, line in enumerate(source.splitlines(), start=1):
-        if line.strip() == "### BEGIN HIDDEN TESTS":
-            inside = True
-        elif line.strip() == "### END HIDDEN TESTS":
-            inside = False
-        elif inside:
-            rows.add(row)
-    return rows
 
 
 def _comment_spans(tokens, code: str, at, where: str) -> list[_Span]:
@@ -430,8 +415,9 @@ def problems(po, language: str, unit: str) -> list[str]:
 
 
 def fields(text: str) -> set[str]:
-    """What a translation must keep: f-string fields ({n}), inline code (`x`) and maths ($x$)."""
-    kept = set(re.findall(r"(?<!\{)\{[^{}\s][^{}]*\}(?!\})", text))
+    """What a translation must keep: f-string fields ({n}), inline code (`x`) and maths ($x$).
+    An English plural ending, {'s' * (n > 1)}, may go."""
+    kept = {f for f in re.findall(r"(?<!\{)\{[^{}\s][^{}]*\}(?!\})", text) if not re.match(r"\{['\"]s['\"] \*", f)}
     kept |= set(re.findall(r"`[^`\n]+`", text))
     kept |= set(re.findall(r"\$[^$\n]+\$", text))
     return kept
@@ -463,10 +449,11 @@ def glossary(language: str) -> list[Term]:
 
 
 def _prose(text: str) -> str:
-    """Text without what is not prose: inline code, maths, f-string fields, URLs."""
+    """Text without what is not prose: inline code, maths, f-string fields, URLs, and code written
+    without backticks (optimizer.zero_grad(), Tensor.softmax, W_value)."""
     text = re.sub(r"```.*?```", " ", text, flags=re.S)
     text = re.sub(r"`[^`]*`|\$\$.*?\$\$|\$[^$]*\$|\{[^{}]*\}|https?://\S+", " ", text, flags=re.S)
-    return text
+    return re.sub(r"\w+(\.\w+)+(\([^()]*\))?|\w+_\w+|\w+\([^()]*\)", " ", text)
 
 
 def glossary_problems(po, language: str, unit: str, terms: list[Term]) -> list[str]:

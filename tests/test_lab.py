@@ -60,6 +60,9 @@ def test_the_launcher_sets_the_python_version_of_the_course_notebooks_and_nothin
     (["--notebook-dir=work", "--no-browser"], "work", ["--no-browser"]),
     (["--notebook-dir", "work"], "work", []),
     (["--ServerApp.root_dir=work"], "work", []),
+    (["zh"], course.EDITIONS["zh"].notebooks, []),
+    (["zh", "--port=8890"], course.EDITIONS["zh"].notebooks, ["--port=8890"]),
+    (["en", "--no-browser"], course.NOTEBOOKS, ["--no-browser"]),
 ])
 def test_the_learner_names_the_folder_and_any_other_jupyterlab_option(args, folder, rest, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
