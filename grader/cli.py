@@ -18,7 +18,9 @@ def _release(args) -> int:
     if args.check:
         print("in sync" if not problems else f"{len(problems)} problem(s): run `python -m grader release`")
     else:
-        print("released: " + ", ".join(args.units or course.units()) if not problems else "release failed")
+        print("released: " + ", ".join(args.units or course.units())
+              + (f", with {len(problems)} problem(s) listed above (a text to translate: see "
+                 "tools/translations.py)" if problems else ""))
     return 1 if problems else 0
 
 
@@ -91,7 +93,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m grader", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
 
-    p = sub.add_parser("release", help="regenerate notebooks/ and the self-check fixtures from solutions/")
+    p = sub.add_parser("release", help="regenerate notebooks/, the self-check fixtures and the Chinese edition "
+                                        "(solutions-zh/, notebooks-zh/) from solutions/ and translations/")
     p.add_argument("--check", action="store_true", help="only report whether they are in sync")
     p.add_argument("units", nargs="*", help="units to release (default: all)")
     p.set_defaults(func=_release)

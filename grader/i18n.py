@@ -67,12 +67,23 @@ CJK_FONTS = ("Noto Sans CJK SC", "Noto Sans CJK JP", "Noto Sans SC", "Source Han
              "PingFang SC", "Heiti SC", "Microsoft YaHei", "SimHei")
 
 
+CJK_FILES = ("notosanscjk", "notosanssc", "sourcehansans", "wqy-zenhei", "pingfang", "stheiti", "msyh", "simhei")
+
+
 def cjk_font() -> str | None:
-    """The first font of CJK_FONTS that matplotlib finds on this machine, or None."""
+    """The first font of CJK_FONTS that matplotlib finds on this machine, or None. A font
+    installed after matplotlib made its font cache is added from the system's font folders."""
     from matplotlib import font_manager
 
-    installed = {font.name for font in font_manager.fontManager.ttflist}
-    return next((name for name in CJK_FONTS if name in installed), None)
+    def first() -> str | None:
+        installed = {font.name for font in font_manager.fontManager.ttflist}
+        return next((name for name in CJK_FONTS if name in installed), None)
+
+    if first() is None:
+        for path in font_manager.findSystemFonts():
+            if any(part in Path(path).name.lower() for part in CJK_FILES):
+                font_manager.fontManager.addfont(path)
+    return first()
 
 
 def use_language(code: str) -> None:
@@ -86,6 +97,4 @@ def use_language(code: str) -> None:
         if font is None:
             print("图中的中文需要一种中文字体，例如在 Debian/Ubuntu 上：sudo apt-get install fonts-noto-cjk")
             return
-        matplotlib.rcParams["font.family"] = ["sans-serif"]
-        matplotlib.rcParams["font.sans-serif"] = ["DejaVu Sans", font]
-        matplotlib.rcParams["axes.unicode_minus"] = False
+        matplotlib.rcParams["font.family"] = ["DejaVu Sans", font]   # a glyph DejaVu lacks comes from `font`

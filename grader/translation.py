@@ -224,10 +224,12 @@ def _string_nodes(tree: ast.AST, docstrings: list[ast.Constant], test: bool = Fa
         is_string = isinstance(node, ast.JoinedStr) or (isinstance(node, ast.Constant) and isinstance(node.value, str))
         if not is_string or id(node) in skip or isinstance(parents.get(node), (ast.JoinedStr, ast.FormattedValue)):
             continue
-        parent, child, shown, naming = parents.get(node), node, False, False
+        parent, child, shown, naming, key = parents.get(node), node, False, False, False
         while parent is not None and not isinstance(parent, ast.stmt):
-            if isinstance(parent, ast.Dict) and child in parent.keys:
-                naming = naming or not (test and " " in _literal_text(node))  # {message: value} maps
+            if (isinstance(parent, ast.Dict) and child in parent.keys) or \
+                    (isinstance(parent, ast.DictComp) and child is parent.key):
+                key = test and " " in _literal_text(node)   # {message: value} maps of a test
+                naming = naming or not key
             elif isinstance(parent, ast.Lambda) and test:
                 naming = True   # a value a check compares, e.g. oracle=lambda **_: "the same tokens"
             elif isinstance(parent, ast.Subscript) and child is parent.slice:
@@ -243,7 +245,7 @@ def _string_nodes(tree: ast.AST, docstrings: list[ast.Constant], test: bool = Fa
                 shown = shown or name in _SHOWN_CALLS
                 break
             child, parent = parent, parents.get(parent)
-        if test and not shown and isinstance(parent, ast.Return):
+        if test and not shown and not key and isinstance(parent, ast.Return):
             naming = True   # what a check's call returns is compared with the values of mistakes
         if not naming:
             found.append((node, shown))
@@ -417,7 +419,7 @@ def problems(po, language: str, unit: str) -> list[str]:
 def fields(text: str) -> set[str]:
     """What a translation must keep: f-string fields ({n}), inline code (`x`) and maths ($x$).
     An English plural ending, {'s' * (n > 1)}, may go."""
-    kept = {f for f in re.findall(r"(?<!\{)\{[^{}\s][^{}]*\}(?!\})", text) if not re.match(r"\{['\"]s['\"] \*", f)}
+    kept = {f for f in re.findall(r"(?<!\{)\{[^{}\s][^{}]*\}(?!\})", text) if not re.match(r"\{['\"]s['\"] (\*|if )", f)}
     kept |= set(re.findall(r"`[^`\n]+`", text))
     kept |= set(re.findall(r"\$[^$\n]+\$", text))
     return kept

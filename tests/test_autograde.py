@@ -14,12 +14,13 @@ from grader import course, notebook
 from reference import student_notebook
 
 
-def nbgrader_autograde(unit: str, notebooks: dict[str, object], course_root: Path) -> dict[str, dict[str, float]]:
-    """Autograde each student's notebook with nbgrader's API and the shipped config;
-    returns {student: {grade_id: points}}."""
+def nbgrader_autograde(unit: str, notebooks: dict[str, object], course_root: Path,
+                       language: str = "en") -> dict[str, dict[str, float]]:
+    """Autograde each student's notebook with nbgrader's API and the shipped config, for the
+    edition in `language`; returns {student: {grade_id: points}}."""
     from nbgrader.api import Gradebook
 
-    api = course.nbgrader_api(course_root, release_dir=course_root / "release")
+    api = course.nbgrader_api(course_root, release_dir=course_root / "release", language=language)
     assert api.generate_assignment(unit, force=True)["success"]
     scores = {}
     for student, nb in notebooks.items():
@@ -61,3 +62,20 @@ def test_reference_full_blank_zero_and_grader_agrees_with_nbgrader(unit, tmp_pat
         assert result["max_score"] == sum(full.values())
         if student == "blank":
             assert all("not written yet" in e["feedback"] for e in result["exercises"]), result
+
+
+@pytest.mark.parametrize("unit", course.units())
+def test_the_chinese_edition_grades_the_same_through_nbgrader(unit, tmp_path, monkeypatch):
+    """The Chinese reference earns full marks and the blank notebook zero, with the same points;
+    the blank's feedback is in Chinese."""
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")   # the kernels nbgrader starts: one per test worker
+    notebooks = {"reference": student_notebook(unit, language="zh"),
+                 "blank": notebook.read(course.release_notebook(unit, "zh"))}
+    scores = nbgrader_autograde(unit, notebooks, tmp_path / "course", language="zh")
+    full = {e.grade_id: e.points for e in notebook.exercises(notebook.read(course.source_notebook(unit)))}
+    assert scores["reference"] == full, "the Chinese reference solution must earn full marks"
+    assert scores["blank"] == {gid: 0 for gid in full}, "a blank Chinese notebook must earn zero"
+    autograded = notebook.read(tmp_path / "course" / "autograded" / "blank" / unit / f"{unit}.ipynb")
+    errors = [o.get("evalue", "") for c in autograded.cells if notebook.is_test(c) for o in c.get("outputs", [])
+              if o.get("output_type") == "error"]
+    assert any("还没有写" in e for e in errors) and not any("not written yet" in e for e in errors), errors[:3]

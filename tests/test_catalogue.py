@@ -78,3 +78,35 @@ def test_alternative_keeps_full_marks(unit, entry, capsys):
     namespace = _with(unit, entry.code)
     assert hidden_messages(unit, entry.answer, namespace) == []
     assert selfcheck_messages(unit, entry.answer, namespace) == []
+
+
+@pytest.mark.parametrize("unit", sorted({unit for unit, _ in ENTRIES}))
+def test_a_catalogued_mistake_gets_its_message_in_chinese(unit, monkeypatch):
+    """The Chinese edition's hidden checks name a catalogued mistake with the translation of
+    its English message (the first mistake of the unit whose message is a plain string)."""
+    from grader import course, notebook, translation
+    from grader.spec import judge_all
+
+    table = translation.table(translation.load("zh", unit))
+
+    def named(language: str, entry) -> list[str | None]:
+        exercise = next(e for e in notebook.exercises(notebook.read(course.source_notebook(unit, language)))
+                        if (entry.graded_at or entry.answer) in e.answer_ids)
+        namespace = _with(unit, entry.code, entry.answer, entry.graded_at)
+        found = []
+        for spec in collect(exercise.hidden):
+            scope = dict(namespace)
+            exec(compile(learner_side_source(exercise.hidden, spec), "<check call>", "exec"), scope)
+            cases = spec.all_cases()
+            from grader.spec import call_learner
+            failure = judge_all(spec, cases, [call_learner(scope[spec.call.__name__], c) for c in cases])
+            found.append(failure[1] if failure else None)
+        return found
+
+    monkeypatch.setenv("COURSE_LANG", "zh")
+    for _, entry in (e for e in ENTRIES if e[0] == unit and isinstance(e[1], catalogue.Mistake)):
+        english = [m for m in named("en", entry) if m and entry.message in m]
+        if english and english[0] in table:
+            assert table[english[0]] in named("zh", entry), entry.name
+            return
+    pytest.fail(f"{unit}: no catalogued mistake whose message is a plain string")

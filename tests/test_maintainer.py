@@ -24,11 +24,23 @@ def readme_example() -> str:
     return re.search(r"```python\n(.*?)```", section, re.S).group(1)
 
 
-def run(copy: Path, *args: str) -> subprocess.CompletedProcess:
+def run(copy: Path, *args: str, ok: bool = True) -> subprocess.CompletedProcess:
     """A command of the course run in the copy: `python -m grader` there imports the copy's grader."""
     out = subprocess.run([sys.executable, *args], cwd=copy, capture_output=True, text=True, timeout=600)
-    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-3000:]
+    assert (out.returncode == 0) == ok, out.stdout[-2000:] + out.stderr[-3000:]
     return out
+
+
+# The translator's part of step 4: the Chinese of the example's new texts.
+CHINESE = {
+    "The mean of the token vectors: (T, d) -> (d,), or (B, T, d) -> (B, d).":
+        "词元向量的均值：(T, d) -> (d,)，或 (B, T, d) -> (B, d)。",
+    "average over the tokens, the last-but-one dimension": "对词元求平均，也就是倒数第二个维度",
+    "random x of shape {shape}": "形状为 {shape} 的随机 x",
+    "you added the token vectors up: divide the sum by the number of tokens": "你把词元向量加起来了：还要把和除以词元的个数",
+    "you averaged over the features (the last dimension) instead of over the tokens":
+        "你对特征（最后一个维度）求了平均，而不是对词元求平均",
+}
 
 
 def filled(copy: Path, replace: dict[str, str]) -> nbformat.NotebookNode:
@@ -47,7 +59,10 @@ def filled(copy: Path, replace: dict[str, str]) -> nbformat.NotebookNode:
 
 def test_the_readme_example_exercise_releases_and_grades(tmp_path):
     copy = tmp_path / "course"
-    for part in ("grader", "lab", "nbgrader_config.py", f"solutions/{UNIT}", f"notebooks/{UNIT}"):
+    for part in ("grader", "lab", "tools", "nbgrader_config.py", f"solutions/{UNIT}", f"notebooks/{UNIT}",
+                 f"solutions-zh/{UNIT}", f"notebooks-zh/{UNIT}", "translations/zh/glossary.tsv",
+                 "translations/zh/grader.po", f"translations/zh/{UNIT}.po"):
+        (copy / part).parent.mkdir(parents=True, exist_ok=True)
         (shutil.copytree if (course.ROOT / part).is_dir() else shutil.copy)(course.ROOT / part, copy / part)
     shutil.rmtree(copy / "grader" / "fixtures")
     (copy / "grader" / "fixtures").mkdir()
@@ -58,8 +73,24 @@ def test_the_readme_example_exercise_releases_and_grades(tmp_path):
     run(copy, str(course.ROOT / "tools" / "nbsource.py"), "to-py", str(source_nb), str(text))
     text.write_text(text.read_text(encoding="utf-8").rstrip("\n") + "\n\n" + readme_example(), encoding="utf-8")
     run(copy, str(course.ROOT / "tools" / "nbsource.py"), "to-nb", str(text), str(source_nb))
-    assert "released: " + UNIT in run(copy, "-m", "grader", "release", UNIT).stdout
+    # The English is released; the Chinese edition names the new texts it still lacks.
+    untranslated = run(copy, "-m", "grader", "release", UNIT, ok=False)
+    missing = [line for line in untranslated.stderr.splitlines() if line.startswith("translations/")]
+    assert len(missing) == len(CHINESE) and all("is not translated" in line for line in missing), missing
     assert "mean_pool" in json.loads((copy / "grader" / "fixtures" / f"{UNIT}.json").read_text())
+
+    # Step 4: translate them, release again.
+    texts = tmp_path / "u01.json"
+    run(copy, "tools/translations.py", "to-json", "zh", UNIT, str(texts))
+    entries = json.loads(texts.read_text(encoding="utf-8"))
+    for entry in entries:
+        entry["translation"] = entry["translation"] or CHINESE[entry["english"]]
+    texts.write_text(json.dumps(entries, ensure_ascii=False), encoding="utf-8")
+    run(copy, "tools/translations.py", "from-json", "zh", UNIT, str(texts))
+    assert "released: " + UNIT in run(copy, "-m", "grader", "release", UNIT).stdout
+    run(copy, "-m", "grader", "release", "--check", UNIT)
+    chinese = (copy / "grader" / "fixtures" / "zh" / f"{UNIT}.json").read_text(encoding="utf-8")
+    assert CHINESE["you added the token vectors up: divide the sum by the number of tokens"] in chinese
     released = (copy / "notebooks" / UNIT / f"{UNIT}.ipynb").read_text(encoding="utf-8")
     assert 'check(\\"mean_pool\\")' in released and "x.mean(dim=-2)" not in released and "_oracle" not in released
 

@@ -1,0 +1,181 @@
+"""The Chinese edition: made from the one English source, complete, consistent in its terms,
+graded the same way, and stale the moment the English changes."""
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import warnings
+from pathlib import Path
+
+import pytest
+
+from grader import course, i18n, notebook, translation
+from grader.release import same_fixture
+
+LANGUAGE = "zh"
+
+
+def catalogue(unit: str):
+    po, stale = translation.update(LANGUAGE, unit, notebook.read(course.source_notebook(unit)), write=False)
+    return po, stale
+
+
+@pytest.mark.parametrize("unit", course.units())
+def test_every_text_of_a_unit_is_translated_and_keeps_its_code(unit):
+    po, stale = catalogue(unit)
+    assert not stale, f"translations/zh/{unit}.po does not match the English: run python -m grader release"
+    assert translation.problems(po, LANGUAGE, unit) == []
+    translated = translation.edition(notebook.read(course.source_notebook(unit)), LANGUAGE, translation.table(po))
+    assert translation.code_problems(translated, LANGUAGE, unit) == []
+
+
+def test_each_glossary_term_is_translated_the_same_way_everywhere():
+    terms = translation.glossary(LANGUAGE)
+    forms = [form.lower() for term in terms for form in term.english]
+    assert len(forms) == len(set(forms)), "a term is listed twice in the glossary"
+    problems = []
+    for unit in [*course.units(), translation.GRADER]:
+        po = translation.load(LANGUAGE, unit)
+        problems += translation.glossary_problems(po, LANGUAGE, unit, terms)
+    assert problems == []
+
+
+def test_the_glossary_check_catches_a_term_translated_another_way():
+    import polib
+
+    po = polib.POFile()
+    po.append(polib.POEntry(msgid="the attention weights of each query", msgstr="每个询问的关注权重"))
+    found = translation.glossary_problems(po, LANGUAGE, "demo", translation.glossary(LANGUAGE))
+    assert any("'注意力'" in p for p in found) and any("'查询'" in p for p in found)
+    po[0].msgstr = "每个查询的注意力权重"
+    assert translation.glossary_problems(po, LANGUAGE, "demo", translation.glossary(LANGUAGE)) == []
+
+
+def _numbers_only(value):
+    """A fixture with its strings (labels, messages, the calls' source) taken out."""
+    if isinstance(value, dict):
+        return {k: _numbers_only(v) for k, v in value.items() if k not in ("label", "call_source")}
+    if isinstance(value, list):
+        return [_numbers_only(v) for v in value if not isinstance(v, str)]
+    return value
+
+
+@pytest.mark.parametrize("unit", course.units())
+def test_the_editions_check_the_same_values(unit):
+    """Grading is blind to the language: the same checks, cases, expected values and mistakes'
+    values; only labels and messages differ."""
+    english = json.loads((course.EDITIONS["en"].fixtures / f"{unit}.json").read_text(encoding="utf-8"))
+    chinese = json.loads((course.EDITIONS[LANGUAGE].fixtures / f"{unit}.json").read_text(encoding="utf-8"))
+    assert same_fixture(_numbers_only(english), _numbers_only(chinese)) is None
+    exercises = {e.grade_id: e.points for e in notebook.exercises(notebook.read(course.source_notebook(unit)))}
+    translated = notebook.exercises(notebook.read(course.source_notebook(unit, LANGUAGE)))
+    assert {e.grade_id: e.points for e in translated} == exercises
+
+
+def test_the_grader_speaks_the_language_asked_for(monkeypatch):
+    from grader.compare import Tensor
+    import torch
+
+    monkeypatch.delenv("COURSE_LANG", raising=False)
+    wrong_shape = Tensor()(torch.zeros(2, 3), torch.zeros(3, 2), [])
+    assert wrong_shape == "expected shape (3, 2), got (2, 3) — the last two dimensions are swapped"
+    with i18n.language(LANGUAGE):
+        assert Tensor()(torch.zeros(2, 3), torch.zeros(3, 2), []) == "形状应为 (3, 2)，得到的是 (2, 3) —— 最后两个维度对调了"
+    monkeypatch.setenv("COURSE_LANG", "zh_CN")
+    assert i18n.current() == LANGUAGE
+
+
+def test_a_chinese_self_check_names_the_mistake_in_chinese(monkeypatch):
+    from grader.selfcheck import check
+    from grader.spec import CheckFailed
+
+    monkeypatch.setenv("COURSE_LANG", LANGUAGE)
+
+    def dot_product(a, b):
+        return (a * b).sum() / (a.norm() * b.norm())
+
+    with pytest.raises(CheckFailed) as failed:
+        check("dot_product", {"dot_product": dot_product})
+    table = translation.table(translation.load(LANGUAGE, "01_dot_product"))
+    message = "you computed the cosine similarity (divided by the lengths); the dot product is not normalised"
+    assert str(failed.value) == f"dot_product（{table['Your · journey']}）：{table[message]}"
+
+
+def test_a_chinese_label_is_drawn_with_chinese_glyphs(tmp_path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    if i18n.cjk_font() is None:
+        pytest.skip("no font with Chinese glyphs: sudo apt-get install fonts-noto-cjk")
+    saved = dict(matplotlib.rcParams)
+    try:
+        i18n.use_language(LANGUAGE)
+        fig, ax = plt.subplots(figsize=(4, 3))
+        ax.imshow([[0.7, 0.3], [0.2, 0.8]], cmap="viridis")
+        ax.set(title="注意力权重 (softmax)", xlabel="键 (key)", ylabel="查询 (query)")
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            fig.savefig(tmp_path / "label.png")
+        plt.close(fig)
+    finally:
+        matplotlib.rcParams.update(saved)
+    missing = [str(w.message) for w in caught if "missing from" in str(w.message)]
+    assert missing == [], missing
+
+
+def run(copy: Path, *args: str, ok: bool = True) -> tuple[int, str, str]:
+    """A command run in the copy of the course: (exit status, stdout, stderr)."""
+    out = subprocess.run([sys.executable, *args], cwd=copy, capture_output=True, text=True, timeout=600)
+    assert (out.returncode == 0) == ok, out.stdout[-3000:] + out.stderr[-3000:]
+    return out.returncode, out.stdout, out.stderr
+
+
+def test_release_check_fails_when_the_english_changes_and_passes_once_the_translation_follows(tmp_path):
+    """A maintainer edits one English markdown cell: `release --check` names the stale
+    translation; `release` keeps the old translation as a fuzzy entry; once the translator has
+    updated it, `release --check` passes."""
+    unit = "01_dot_product"
+    copy = tmp_path / "course"
+    parts = ["grader", "lab", "tools", "nbgrader_config.py", f"solutions/{unit}", f"notebooks/{unit}",
+             f"solutions-zh/{unit}", f"notebooks-zh/{unit}", "translations/zh/glossary.tsv",
+             f"translations/zh/{unit}.po", "translations/zh/grader.po"]
+    for part in parts:
+        (copy / part).parent.mkdir(parents=True, exist_ok=True)
+        (shutil.copytree if (course.ROOT / part).is_dir() else shutil.copy)(course.ROOT / part, copy / part)
+    for folder in (copy / "grader" / "fixtures", copy / "grader" / "fixtures" / "zh"):
+        for path in folder.glob("*.json"):
+            if path.stem not in (unit, "messages"):
+                path.unlink()
+    run(copy, "-m", "grader", "release", "--check", unit)
+
+    source = copy / "solutions" / unit / f"{unit}.ipynb"
+    nb = notebook.read(source)
+    cell = next(c for c in nb.cells if c.cell_type == "markdown" and c.source.startswith("## 1. Words as vectors"))
+    old = cell.source
+    cell.source = old.replace("we use three, so we can draw them", "we use three, so that we can draw them")
+    import nbformat
+
+    nbformat.write(nb, source)
+    stale = "".join(run(copy, "-m", "grader", "release", "--check", unit, ok=False)[1:])
+    assert f"translations/zh/{unit}.po does not match the English" in stale
+    assert "markdown at cell 2 ('## 1. Words as vectors…') is fuzzy: its English changed" in stale, stale
+
+    fuzzy = "".join(run(copy, "-m", "grader", "release", unit, ok=False)[1:])
+    assert "is fuzzy: its English changed since it was translated" in fuzzy
+    json_path = tmp_path / "u01.json"
+    run(copy, "tools/translations.py", "to-json", "zh", unit, str(json_path))
+    entries = json.loads(json_path.read_text(encoding="utf-8"))
+    entry = next(e for e in entries if e.get("fuzzy"))
+    assert entry["previous"] == old and entry["english"] == cell.source
+    entry["translation"] = entry["translation"].replace("这样就能把它们画出来", "这样才能把它们画出来")
+    del entry["fuzzy"]
+    json_path.write_text(json.dumps(entries, ensure_ascii=False), encoding="utf-8")
+    run(copy, "tools/translations.py", "from-json", "zh", unit, str(json_path))
+    run(copy, "-m", "grader", "release", unit)
+    run(copy, "-m", "grader", "release", "--check", unit)
+    zh = notebook.read(copy / "notebooks-zh" / unit / f"{unit}.ipynb")
+    assert any("这样才能把它们画出来" in c.source for c in zh.cells)
