@@ -14,7 +14,8 @@ import pytest
 from grader import course, lab
 
 ROOT = Path(__file__).resolve().parent.parent
-NOTEBOOKS = sorted([*ROOT.glob("notebooks/*/*.ipynb"), *ROOT.glob("solutions/*/*.ipynb")])
+NOTEBOOKS = sorted(path for folder in ("notebooks", "solutions", "notebooks-zh", "solutions-zh")
+                   for path in ROOT.glob(f"{folder}/*/*.ipynb"))
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: f"{p.parent.parent.name}/{p.name}")

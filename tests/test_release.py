@@ -1,6 +1,8 @@
 """notebooks/ and the self-check fixtures are generated from solutions/ and kept in sync."""
 from __future__ import annotations
 
+import dataclasses
+
 import copy
 import functools
 import json
@@ -171,9 +173,9 @@ def test_release_check_reports_the_unit_and_its_first_real_difference(monkeypatc
         stored = _fixture(unit)
         path = next(p for p in _float_paths(stored) if "want" in p)
         (tmp_path / f"{unit}.json").write_text(json.dumps(_edited(stored, path, change)))  # not the shipped text
-    monkeypatch.setattr(release_module, "FIXTURES", tmp_path)
+    monkeypatch.setitem(course.EDITIONS, "en", dataclasses.replace(course.EDITIONS["en"], fixtures=tmp_path))
     [problem] = release(check=True, units=units)
-    assert problem.startswith(f"grader/fixtures/{units[1]}.json is out of date: ") and " › want" in problem, problem
+    assert problem.startswith(f"{tmp_path / units[1]}.json is out of date: ") and " › want" in problem, problem
 
 
 def test_release_rejects_a_call_that_reads_what_the_learners_process_lacks():
