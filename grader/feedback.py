@@ -6,7 +6,8 @@ from pathlib import Path
 
 import nbformat
 
-from . import course
+from . import course, i18n
+from .i18n import say
 from .results import NotebookResult
 
 
@@ -31,8 +32,9 @@ class Feedback:
 
 def _rejected_copy(result: NotebookResult, path: Path) -> None:
     """The released notebook with the reason it could not be graded on top, as the autograded copy."""
-    nb = copy.deepcopy(nbformat.read(course.release_notebook(result.unit), as_version=4))
-    nb.cells.insert(0, nbformat.v4.new_markdown_cell(
-        f"**This notebook could not be graded:** {result.error}\n\nEvery exercise scores 0."))
+    nb = copy.deepcopy(nbformat.read(course.release_notebook(result.unit, result.language), as_version=4))
+    with i18n.language(i18n.requested() or result.language):
+        reason = say("**This notebook could not be graded:** {error}\n\nEvery exercise scores 0.", error=result.error)
+    nb.cells.insert(0, nbformat.v4.new_markdown_cell(reason))
     path.parent.mkdir(parents=True, exist_ok=True)
     nbformat.write(nb, path)

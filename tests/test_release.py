@@ -14,7 +14,6 @@ import struct
 import pytest
 
 from grader import course, notebook
-from grader import release as release_module
 from grader.compare import EPS32
 from grader.release import FIXTURE_STEPS, call_problems, release, same_fixture
 from grader.selfcheck import FIXTURES
