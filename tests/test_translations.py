@@ -3,6 +3,7 @@ graded the same way, and stale the moment the English changes."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -111,15 +112,27 @@ def test_a_chinese_label_is_drawn_with_chinese_glyphs(tmp_path):
 
     if i18n.cjk_font() is None:
         pytest.skip("no font with Chinese glyphs: sudo apt-get install fonts-noto-cjk")
+    import torch
+
     saved = dict(matplotlib.rcParams)
+    # UPDATE_SCREENSHOTS=1 keeps the picture in docs/, as the browser test does its own.
+    target = course.ROOT / "docs" / "chinese-plot.png" if os.environ.get("UPDATE_SCREENSHOTS") else tmp_path / "plot.png"
     try:
         i18n.use_language(LANGUAGE)
-        fig, ax = plt.subplots(figsize=(4, 3))
-        ax.imshow([[0.7, 0.3], [0.2, 0.8]], cmap="viridis")
-        ax.set(title="注意力权重 (softmax)", xlabel="键 (key)", ylabel="查询 (query)")
+        scores = torch.tensor([[10.0, 8, 5], [7, 12, 9], [6, 8, 15]])   # unit 05's I / love / coding
+        blocked = torch.triu(torch.ones(3, 3, dtype=torch.bool), diagonal=1)
+        weights = torch.softmax(scores.masked_fill(blocked, float("-inf")), dim=-1)
+        fig, ax = plt.subplots(figsize=(5, 4))
+        fig.colorbar(ax.imshow(weights.numpy(), cmap="viridis"))
+        ax.set_xticks(range(3), ["I", "love", "coding"])
+        ax.set_yticks(range(3), ["I", "love", "coding"])
+        ax.set(title="因果注意力权重（每行之和为 1）", xlabel="键 (key)", ylabel="查询 (query)")
+        for (i, j), w in zip(torch.cartesian_prod(torch.arange(3), torch.arange(3)).tolist(), weights.flatten()):
+            ax.text(j, i, f"{w:.2f}", ha="center", va="center", color="white")
+        fig.tight_layout()
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            fig.savefig(tmp_path / "label.png")
+            fig.savefig(target, dpi=80)
         plt.close(fig)
     finally:
         matplotlib.rcParams.update(saved)
