@@ -44,7 +44,8 @@ def grader_json(path: Path) -> dict:
 
 
 @pytest.mark.parametrize("unit", course.units())
-def test_reference_full_blank_zero_and_grader_agrees_with_nbgrader(unit, tmp_path):
+def test_reference_full_blank_zero_and_grader_agrees_with_nbgrader(unit, tmp_path, monkeypatch):
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")   # the kernels nbgrader starts: one thread each, as the grader's
     notebooks = {"reference": student_notebook(unit), "blank": notebook.read(course.release_notebook(unit))}
     nbgrader_scores = nbgrader_autograde(unit, notebooks, tmp_path / "course")
     exercises = notebook.exercises(notebook.read(course.source_notebook(unit)))
@@ -68,7 +69,7 @@ def test_reference_full_blank_zero_and_grader_agrees_with_nbgrader(unit, tmp_pat
 def test_the_chinese_edition_grades_the_same_through_nbgrader(unit, tmp_path, monkeypatch):
     """The Chinese reference earns full marks and the blank notebook zero, with the same points;
     the blank's feedback is in Chinese."""
-    monkeypatch.setenv("OMP_NUM_THREADS", "1")   # the kernels nbgrader starts: one per test worker
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")   # the kernels nbgrader starts: one thread each, as the grader's
     notebooks = {"reference": student_notebook(unit, language="zh"),
                  "blank": notebook.read(course.release_notebook(unit, "zh"))}
     scores = nbgrader_autograde(unit, notebooks, tmp_path / "course", language="zh")
