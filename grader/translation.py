@@ -7,8 +7,8 @@ Poedit, Lokalize or any PO editor opens); each entry's msgid is the English text
 - every markdown cell, whole;
 - in code cells that are not tests: comments, docstrings, and prose strings (printed text, plot
   titles, labels and legends);
-- in hidden tests: the prose strings (known mistakes' messages, case labels, messages of the
-  glue code), so feedback comes in the learner's language.
+- in test cells: the prose strings (known mistakes' messages, case labels, messages of the glue
+  code), so the self-checks and the feedback come in the learner's language.
 
 A string is prose when it holds a word and a space, or when it is a text a plot or `print`
 shows. f-strings are translated as written, with their `{...}` fields left as they are, e.g.
@@ -18,6 +18,7 @@ the language, since the two editions run the same code on the same values.
 When the English changes, its entry no longer matches: `python -m grader release` keeps the old
 translation as a fuzzy entry (with the English it translated, as msgmerge does) for the
 translator to update, and `release --check` fails until every entry is translated and not fuzzy.
+Each term of translations/<language>/glossary.tsv must be rendered the same way everywhere.
 """
 from __future__ import annotations
 
@@ -36,7 +37,6 @@ from . import notebook
 TRANSLATIONS = Path(__file__).resolve().parent.parent / "translations"
 LANGUAGES = ("zh",)
 GRADER = "grader"   # the catalogue of the grader's own messages: translations/<language>/grader.po
-LANGUAGE_NAMES = {"zh": "Chinese (Simplified)"}
 PO_LANGUAGE = {"zh": "zh_CN"}
 
 # Comments that are nbgrader's markers or tool directives, not prose.
@@ -54,7 +54,8 @@ _SETTING_KEYWORDS = {"loc", "cmap", "color", "colors", "marker", "linestyle", "l
 # Strings that name things in code: never prose, whatever they hold.
 _NAMING_CALLS = {"forbid", "Spec", "getattr", "setattr", "hasattr", "register_buffer", "get", "open", "Path",
                  "startswith", "endswith", "split", "join", "replace", "encode", "decode", "compile", "exec", "eval",
-                 "import_module", "tokenizer_parts", "einsum"}
+                 "import_module", "einsum",
+                 "tokenizer_parts"}   # unit 08's tests: the sample texts a tokenizer is tried on
 
 
 @dataclass(frozen=True)

@@ -85,7 +85,7 @@ def test_a_catalogued_mistake_gets_its_message_in_chinese(unit, monkeypatch):
     """The Chinese edition's hidden checks name a catalogued mistake with the translation of
     its English message (the first mistake of the unit whose message is a plain string)."""
     from grader import course, notebook, translation
-    from grader.spec import judge_all
+    from grader.spec import call_learner, judge_all
 
     table = translation.table(translation.load("zh", unit))
 
@@ -98,12 +98,11 @@ def test_a_catalogued_mistake_gets_its_message_in_chinese(unit, monkeypatch):
             scope = dict(namespace)
             exec(compile(learner_side_source(exercise.hidden, spec), "<check call>", "exec"), scope)
             cases = spec.all_cases()
-            from grader.spec import call_learner
             failure = judge_all(spec, cases, [call_learner(scope[spec.call.__name__], c) for c in cases])
             found.append(failure[1] if failure else None)
         return found
 
-    monkeypatch.setenv("COURSE_LANG", "zh")
+    monkeypatch.setenv("COURSE_LANG", "zh")   # the grader's own messages too
     for _, entry in (e for e in ENTRIES if e[0] == unit and isinstance(e[1], catalogue.Mistake)):
         english = [m for m in named("en", entry) if m and entry.message in m]
         if english and english[0] in table:
