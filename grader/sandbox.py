@@ -36,6 +36,7 @@ from pathlib import Path
 import nbformat
 
 from . import i18n
+from .i18n import say
 from .settings import Limits, MiB
 
 NOBODY = 65534
@@ -233,7 +234,7 @@ def cap_outputs(nb, output_bytes: int):
 
 
 def _capped_notice(output_bytes: int) -> str:
-    return f"\n[the grader kept only the first {output_bytes // 1024} KiB of this cell's output]\n"
+    return "\n" + say("[the grader kept only the first {kib} KiB of this cell's output]", kib=output_bytes // 1024) + "\n"
 
 
 def execute(notebook, workdir: Path, limits: Limits) -> Outcome:
@@ -315,14 +316,15 @@ def _watch(proc: subprocess.Popen, workdir: Path, limits: Limits, start: float) 
     try:
         while proc.poll() is None:
             if time.monotonic() - start > limits.notebook_seconds:
-                problem = f"the notebook ran longer than {limits.notebook_seconds} s and was stopped"
+                problem = say("the notebook ran longer than {seconds} s and was stopped", seconds=limits.notebook_seconds)
                 break
             if _folder_bytes(workdir) > limits.scratch_bytes:
-                problem = f"the notebook wrote more than {limits.scratch_bytes // MiB} MiB of files and was stopped"
+                problem = say("the notebook wrote more than {mib} MiB of files and was stopped",
+                              mib=limits.scratch_bytes // MiB)
                 break
             if _tree_memory(proc.pid) > limits.memory_bytes:
-                problem = (f"the notebook's processes together used more than {limits.memory_bytes // MiB} MiB "
-                           "of memory and were stopped")
+                problem = say("the notebook's processes together used more than {mib} MiB of memory and were "
+                              "stopped", mib=limits.memory_bytes // MiB)
                 break
             time.sleep(0.25)
     finally:
@@ -334,11 +336,11 @@ def _watch(proc: subprocess.Popen, workdir: Path, limits: Limits, start: float) 
         reader.join(timeout=5)
     code = proc.returncode
     if problem is None and (code < 0 or code > 128):  # bubblewrap passes on a signal as 128 + its number
-        problem = (f"the notebook's process was killed (signal {abs(code) % 128}), by its own code or by "
-                   "running out of memory")
+        problem = say("the notebook's process was killed (signal {signal}), by its own code or by running out "
+                      "of memory", signal=abs(code) % 128)
     elif problem is None and code != 0:
         last = tail.decode(errors="replace").strip().splitlines()[-1:] or [""]
-        problem = f"the notebook's process stopped (exit code {code}): {last[0][:200]}"
+        problem = say("the notebook's process stopped (exit code {code}): {last}", code=code, last=last[0][:200])
     return problem
 
 
@@ -381,7 +383,7 @@ def _run(src: str, out: str, cell_seconds: int, startup_seconds: int, output_byt
                           allow_errors=True, interrupt_on_timeout=True, record_timing=False,
                           extra_arguments=["--IPKernelApp.ignore_cwd=True"],
                           error_on_timeout={"ename": "TimeoutError",
-                                            "evalue": f"the cell ran longer than {cell_seconds} s",
+                                            "evalue": say("the cell ran longer than {seconds} s", seconds=cell_seconds),
                                             "traceback": []},
                           resources={"metadata": {"path": str(Path(src).parent)}})
     _save(nb, out)  # a notebook killed in its first cell still comes back, unrun

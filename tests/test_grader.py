@@ -18,10 +18,10 @@ UNIT = "01_dot_product"
 FULL = 5.0
 
 
-def _with_answer(gid_suffix: str, code: str):
-    fill = answers(UNIT)
+def _with_answer(gid_suffix: str, code: str, language: str = "en"):
+    fill = answers(UNIT, language)
     fill[f"u01_{gid_suffix}"] = code
-    return student_notebook(UNIT, fill)
+    return student_notebook(UNIT, fill, language)
 
 
 def _submissions():
@@ -41,6 +41,10 @@ def _submissions():
                                   "def dot_product(a, b):\n    return (a * b).sum()")
     subs["exits"] = _with_answer("similarity_matrix", "import os\nos._exit(1)")
     subs["loops"] = _with_answer("dot_product", "def dot_product(a, b):\n    while True:\n        pass")
+    # The same two in the Chinese edition, in the same class.
+    subs["cosine-zh"] = _with_answer("dot_product", "def dot_product(a, b):\n    return (a * b).sum() / (a.norm() * b.norm())",
+                                     "zh")
+    subs["loops-zh"] = _with_answer("dot_product", "def dot_product(a, b):\n    while True:\n        pass", "zh")
     copied = student_notebook(UNIT)
     test_cell = next(c for c in copied.cells if notebook.grade_id(c) == "u01_dot_product_check")
     copied.cells.append(copy.deepcopy(test_cell))
@@ -110,6 +114,17 @@ def test_an_endless_loop_costs_only_its_exercise(graded):
     result = results["loops"]
     assert result["score"] == FULL - 1
     assert "did not finish" in _feedback(result, "dot_product")
+
+
+def test_a_chinese_notebook_in_the_class_gets_the_same_points_and_chinese_feedback(graded):
+    _, results = graded
+    for student in ("cosine", "loops"):
+        english, chinese = results[student], results[f"{student}-zh"]
+        assert chinese["error"] is None and chinese["language"] == "zh"
+        assert [e["points"] for e in chinese["exercises"]] == [e["points"] for e in english["exercises"]]
+    assert _feedback(results["cosine-zh"], "dot_product").endswith("你计算的是余弦相似度（除以了长度）；点积不做归一化")
+    loop = _feedback(results["loops-zh"], "dot_product")
+    assert "没有运行完" in loop and "超过了评分程序给一个单元格的时间上限" in loop, loop
 
 
 def test_copied_or_deleted_cells_and_foreign_kernels_are_flagged_not_fatal(graded):
