@@ -228,13 +228,14 @@ def _string_nodes(tree: ast.AST, docstrings: list[ast.Constant], test: bool = Fa
         parent, child, shown, naming, key = parents.get(node), node, False, False, False
         while parent is not None and not isinstance(parent, ast.stmt):
             if (isinstance(parent, ast.Dict) and child in parent.keys) or \
-                    (isinstance(parent, ast.DictComp) and child is parent.key):
-                key = test and " " in _literal_text(node)   # {message: value} maps of a test
+                    (isinstance(parent, ast.DictComp) and child is parent.key) or \
+                    (isinstance(parent, ast.Subscript) and child is parent.slice):
+                # A key of a few words is a title a table or plot prints ({"entropy floor": ...}),
+                # translated alike wherever the notebook uses it; in a test, a {message: value} map.
+                key = " " in _literal_text(node)
                 naming = naming or not key
             elif isinstance(parent, ast.Lambda) and test:
                 naming = True   # a value a check compares, e.g. oracle=lambda **_: "the same tokens"
-            elif isinstance(parent, ast.Subscript) and child is parent.slice:
-                naming = True
             elif isinstance(parent, ast.Compare):
                 naming = True
             elif isinstance(parent, ast.keyword):
