@@ -48,9 +48,9 @@ class LayerNorm(nn.Module):
         self.shift = nn.Parameter(torch.zeros(emb_dim))
 
     def forward(self, x):
-        mean = x.mean(dim=-1, keepdim=True)
-        var = x.var(dim=-1, keepdim=True, unbiased=False)
-        return self.scale * (x - mean) / torch.sqrt(var + self.eps) + self.shift
+        centred = x - x.mean(dim=-1, keepdim=True)
+        var = (centred * centred).mean(dim=-1, keepdim=True)
+        return self.scale * centred / torch.sqrt(var + self.eps) + self.shift
 
 
 class GELU(nn.Module):

@@ -104,7 +104,7 @@ def test_a_chinese_self_check_names_the_mistake_in_chinese(monkeypatch):
     assert str(failed.value) == f"dot_product（{table['Your · journey']}）：{table[message]}"
 
 
-def test_a_chinese_label_is_drawn_with_chinese_glyphs(tmp_path):
+def test_a_chinese_label_is_drawn_with_chinese_glyphs(tmp_path, monkeypatch):
     import matplotlib
 
     matplotlib.use("Agg")
@@ -114,6 +114,7 @@ def test_a_chinese_label_is_drawn_with_chinese_glyphs(tmp_path):
         pytest.skip("no font with Chinese glyphs: sudo apt-get install fonts-noto-cjk")
     import torch
 
+    monkeypatch.setenv("COURSE_LANG", LANGUAGE)   # what use_language sets, undone after the test
     saved = dict(matplotlib.rcParams)
     # UPDATE_SCREENSHOTS=1 keeps the picture in docs/, as the browser test does its own.
     target = course.ROOT / "docs" / "chinese-plot.png" if os.environ.get("UPDATE_SCREENSHOTS") else tmp_path / "plot.png"
