@@ -33,7 +33,7 @@ class Feedback:
 def _rejected_copy(result: NotebookResult, path: Path) -> None:
     """The released notebook with the reason it could not be graded on top, as the autograded copy."""
     nb = copy.deepcopy(nbformat.read(course.release_notebook(result.unit, result.language), as_version=4))
-    with i18n.language(i18n.requested() or result.language):
+    with i18n.language(i18n.for_edition(result.language)):
         reason = say("**This notebook could not be graded:** {error}\n\nEvery exercise scores 0.", error=result.error)
     nb.cells.insert(0, nbformat.v4.new_markdown_cell(reason))
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -64,8 +64,7 @@ def grade_notebook(path: Path, unit: str | None = None, limits: Limits | None = 
         result.error = check.rejection
         return result
     result.language = check.language
-    # Messages in the notebook's language, unless the instructor asks for another (COURSE_LANG).
-    with i18n.language(i18n.requested() or check.language), \
+    with i18n.language(i18n.for_edition(check.language)), \
             tempfile.TemporaryDirectory(prefix="grade-", ignore_cleanup_errors=True) as tmp:
         to_run, jobs = _build(check.notebook, check.unit, check.language, Path(tmp))
         outcome = sandbox.execute(to_run, Path(tmp), limits)

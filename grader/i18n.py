@@ -26,6 +26,12 @@ def requested() -> str | None:
     return os.environ.get("COURSE_LANG", "").strip().lower()[:2] or None
 
 
+def for_edition(language: str) -> str:
+    """The language of messages about a notebook of the edition in `language`: COURSE_LANG's
+    when an instructor set it, else the notebook's own."""
+    return requested() or language
+
+
 def current() -> str:
     """The language messages are given in: "en" or "zh"."""
     if _chosen:

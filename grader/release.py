@@ -149,8 +149,7 @@ def release(check: bool = False, units: list[str] | None = None) -> list[str]:
                 if check and stale:
                     problems.append(f"translations/{language}/{unit}.po does not match the English of solutions/{unit}: "
                                     "run `python -m grader release` to bring it up to date")
-                problems += translation.problems(po, language, unit)
-                problems += translation.glossary_problems(po, language, unit, translation.glossary(language))
+                problems += translation.catalogue_problems(po, language, unit)
                 translated = translation.edition(source_nb, language, translation.table(po))
                 problems += translation.code_problems(translated, language, unit)
                 problems += _release_edition(unit, course.EDITIONS[language], translated, Path(tmp), check)
@@ -210,8 +209,7 @@ def _release_messages(language: str, check: bool) -> list[str]:
     """The grader's own messages in `language`: its catalogue brought up to date with the
     `say(...)` templates, compiled for the learner's process into fixtures/<language>/messages.json."""
     po, stale = translation.update(language, translation.GRADER, write=not check)
-    problems = translation.problems(po, language, translation.GRADER)
-    problems += translation.glossary_problems(po, language, translation.GRADER, translation.glossary(language))
+    problems = translation.catalogue_problems(po, language, translation.GRADER)
     if check and stale:
         problems.append(f"translations/{language}/grader.po does not match the grader's messages: "
                         "run `python -m grader release` to bring it up to date")

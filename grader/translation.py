@@ -113,7 +113,7 @@ def _code_spans(source: str, where: str, test: bool) -> list[_Span]:
         """Offset in `source` of a row (from 1) and column: in characters (tokenize) or, as the
         ast module counts, in UTF-8 bytes."""
         if in_bytes:
-            col = len(code_lines[row - 1].encode("utf-8")[:col].decode("utf-8"))
+            col = _char_column(code_lines[row - 1], col)
         return offsets[row - 1] + col
 
     try:
@@ -132,6 +132,11 @@ def _code_spans(source: str, where: str, test: bool) -> list[_Span]:
         if span:
             spans.append(span)
     return sorted(spans, key=lambda s: s.start)
+
+
+def _char_column(line: str, byte_col: int) -> int:
+    """The column, in characters, of what the ast module places at `byte_col` UTF-8 bytes."""
+    return len(line.encode("utf-8")[:byte_col].decode("utf-8"))
 
 
 def _comment_spans(tokens, code: str, at, where: str) -> list[_Span]:
@@ -263,11 +268,8 @@ def _string_span(node: ast.expr, tokens, code: str, at, where: str, shown: bool,
     """A string literal as its source text between the quotes (f-string fields as written):
     adjacent literals ("a " "b") are one text, written back as one literal."""
     lines = code.split("\n")
-
-    def chars(row: int, byte_col: int) -> tuple[int, int]:
-        return row, len(lines[row - 1].encode("utf-8")[:byte_col].decode("utf-8"))
-
-    start, end = chars(node.lineno, node.col_offset), chars(node.end_lineno, node.end_col_offset)
+    start = node.lineno, _char_column(lines[node.lineno - 1], node.col_offset)
+    end = node.end_lineno, _char_column(lines[node.end_lineno - 1], node.end_col_offset)
     parts = [tok.string for tok in tokens if tok.type == tokenize.STRING and start <= tok.start and tok.end <= end]
     if not parts:
         return None
@@ -307,7 +309,8 @@ def grader_texts() -> list[Text]:
         for node in sorted((n for n in ast.walk(tree) if isinstance(n, ast.Call)), key=lambda n: n.lineno):
             if isinstance(node.func, ast.Name) and node.func.id == "say" \
                     and node.args and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str):
-                found.setdefault(node.args[0].value, Text(node.args[0].value, "message", f"{path.name}:{node.lineno}"))
+                # Where: the file alone, so that moving code around does not make the catalogue stale.
+                found.setdefault(node.args[0].value, Text(node.args[0].value, "message", path.name))
     return list(found.values())
 
 
@@ -416,6 +419,12 @@ def problems(po, language: str, unit: str) -> list[str]:
             if lost:
                 out.append(f"{what}: the translation lacks {', '.join(sorted(lost))}")
     return out
+
+
+def catalogue_problems(po, language: str, unit: str) -> list[str]:
+    """Everything in a catalogue that keeps it from making its edition: `problems` and the
+    glossary's (see `glossary_problems`)."""
+    return problems(po, language, unit) + glossary_problems(po, language, unit, glossary(language))
 
 
 def fields(text: str) -> set[str]:

@@ -47,8 +47,7 @@ def from_json(language: str, unit: str, path: Path) -> None:
 def check(language: str, unit: str) -> int:
     source = notebook.read(course.source_notebook(unit))
     po, _ = translation.update(language, unit, source, write=False)
-    problems = translation.problems(po, language, unit)
-    problems += translation.glossary_problems(po, language, unit, translation.glossary(language))
+    problems = translation.catalogue_problems(po, language, unit)
     problems += translation.code_problems(translation.translate(source, translation.table(po)), language, unit)
     for problem in problems:
         print(problem)
