@@ -141,25 +141,27 @@ class TinyGPT(nn.Module):
 # --- the fast path (mirrors unit 08's): the same parameters, PyTorch's built-ins --------------------
 
 class FastGPT(nn.Module):
-    """A taught TinyGPT run through PyTorch's fused built-ins: its own parameters (training this
-    trains them), one matrix product for queries, keys and values, F.layer_norm, the built-in GELU
-    and F.scaled_dot_product_attention."""
+    """A taught TinyGPT run through PyTorch's fused built-ins, on the model's own parameters:
+    F.layer_norm, the built-in GELU, F.scaled_dot_product_attention, and one matrix product per
+    block for the queries, keys and values (`qkv`, see `joined_linear`). Training this trains
+    `model`. Move the model to its device before wrapping it."""
 
     def __init__(self, model: TinyGPT):
         super().__init__()
         self.model, self.cfg = model, model.cfg
+        self.qkv = nn.ModuleList(joined_linear(b.att.W_query, b.att.W_key, b.att.W_value) for b in model.blocks)
 
     @staticmethod
     def norm(norm: LayerNorm, x):
         return F.layer_norm(x, norm.scale.shape, norm.scale, norm.shift, norm.eps)
 
     @staticmethod
-    def attention(att: MultiHeadAttention, x):                                          # (B, T, d_in)
+    def attention(att: MultiHeadAttention, qkv: nn.Linear, x):                         # (B, T, d_in)
+        if att.W_query.weight.data_ptr() != qkv.weight.data_ptr():
+            raise RuntimeError("the model's W_query no longer lives in FastGPT's joined weight (was the model moved "
+                               "with .to() after wrapping?): wrap it again, after moving it")
         b, t, _ = x.shape
-        parts = (att.W_query, att.W_key, att.W_value)
-        weight = torch.cat([p.weight for p in parts])                                   # (3 d_out, d_in)
-        bias = None if att.W_query.bias is None else torch.cat([p.bias for p in parts])
-        q, k, v = F.linear(x, weight, bias).view(b, t, 3, att.num_heads, att.head_dim).permute(2, 0, 3, 1, 4)
+        q, k, v = qkv(x).view(b, t, 3, att.num_heads, att.head_dim).permute(2, 0, 3, 1, 4)  # 3 x (B, H, T, hd)
         context = F.scaled_dot_product_attention(q, k, v, dropout_p=att.dropout.p if att.training else 0.0,
                                                  is_causal=True)                        # (B, H, T, hd)
         return att.out_proj(context.transpose(1, 2).reshape(b, t, att.d_out))
@@ -175,13 +177,28 @@ class FastGPT(nn.Module):
         if t > self.cfg.context_length:
             raise ValueError(f"the input has {t} tokens but context_length is {self.cfg.context_length}")
         x = m.drop_emb(m.tok_emb(idx) + m.pos_emb(torch.arange(t, device=idx.device)))  # (B, T, C)
-        for block in m.blocks:
-            x = x + block.drop_shortcut(self.attention(block.att, self.norm(block.norm1, x)))
+        for block, qkv in zip(m.blocks, self.qkv):
+            x = x + block.drop_shortcut(self.attention(block.att, qkv, self.norm(block.norm1, x)))
             x = x + block.drop_shortcut(self.feed_forward(block.ff, self.norm(block.norm2, x)))
         logits = m.out_head(self.norm(m.final_norm, x))                                  # (B, T, V)
         if targets is None:
             return logits, None
         return logits, F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
+
+
+def joined_linear(*parts: nn.Linear) -> nn.Linear:
+    """One Linear that computes all of `parts` (Linears of the same input) in one matrix product.
+    Its weight holds theirs one under another (and its bias theirs), and theirs become views of
+    its rows: the same memory, so whatever trains it trains them, with nothing to copy back."""
+    first = parts[0]
+    joined = nn.Linear(first.in_features, sum(p.out_features for p in parts), bias=first.bias is not None,
+                       device=first.weight.device, dtype=first.weight.dtype)
+    for name in ("weight", "bias") if first.bias is not None else ("weight",):
+        whole = getattr(joined, name)
+        whole.data.copy_(torch.cat([getattr(p, name).data for p in parts]))
+        for part, rows in zip(parts, whole.data.split([p.out_features for p in parts])):
+            getattr(part, name).data = rows   # now a view of `whole`
+    return joined
 
 
 # --- a minimal GPT of the same size, built-ins only ---------------------------------------------------
