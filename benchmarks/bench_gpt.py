@@ -5,9 +5,11 @@ the entropy floor.
     python benchmarks/bench_gpt.py --skip-target   # throughput and profile only
 
 1. Training throughput (tokens per second: forward, backward and an AdamW step) at 4 layers,
-   4 heads, width 128, context 64, batch 12, of three models of the same size, measured in
-   alternating rounds of one run and given as ratios to the third:
+   4 heads, width 128, context 64, batch 12, of models of the same size, measured in alternating
+   rounds of one run (the order rotating) and given as ratios to the last:
    - the reference TinyGPT as unit 08 teaches it (explicit attention, LayerNorm and GELU by hand);
+   - the same with one hand-written part at a time swapped for its built-in twin: the difference
+     in step time is what that part costs;
    - its fast path, FastGPT: the same model and parameters run through PyTorch's built-ins (one
      matrix product for queries, keys and values, F.layer_norm, the built-in GELU, SDPA);
    - a minimal GPT written with built-ins only, the shape of the best minimal GPT code.
@@ -161,7 +163,8 @@ class FastGPT(nn.Module):
             raise RuntimeError("the model's W_query no longer lives in FastGPT's joined weight (was the model moved "
                                "with .to() after wrapping?): wrap it again, after moving it")
         b, t, _ = x.shape
-        q, k, v = qkv(x).view(b, t, 3, att.num_heads, att.head_dim).permute(2, 0, 3, 1, 4)  # 3 x (B, H, T, hd)
+        q, k, v = (part.view(b, t, att.num_heads, att.head_dim).transpose(1, 2)
+                   for part in qkv(x).split(att.d_out, dim=-1))                         # (B, H, T, hd)
         context = F.scaled_dot_product_attention(q, k, v, dropout_p=att.dropout.p if att.training else 0.0,
                                                  is_causal=True)                        # (B, H, T, hd)
         return att.out_proj(context.transpose(1, 2).reshape(b, t, att.d_out))
@@ -290,6 +293,40 @@ def sync(device):
 BENCH_CFG = dict(context_length=64, emb_dim=128, num_heads=4, num_layers=4)
 
 
+class BuiltinGELU(GELU):
+    def forward(self, x):
+        return F.gelu(x, approximate="tanh")
+
+
+class BuiltinLayerNorm(LayerNorm):
+    def forward(self, x):
+        return F.layer_norm(x, self.scale.shape, self.scale, self.shift, self.eps)
+
+
+class SDPAttention(MultiHeadAttention):
+    def forward(self, x):                                                              # (B, T, d_in)
+        b, t, _ = x.shape
+        q, k, v = (w(x).view(b, t, self.num_heads, self.head_dim).transpose(1, 2)
+                   for w in (self.W_query, self.W_key, self.W_value))                  # (B, H, T, hd)
+        context = F.scaled_dot_product_attention(q, k, v, dropout_p=self.dropout.p if self.training else 0.0,
+                                                 is_causal=True)
+        return self.out_proj(context.transpose(1, 2).contiguous().view(b, t, self.d_out))
+
+
+# Each hand-written part of the taught model, and its built-in twin (same parameters, same result).
+BUILT_IN = {"GELU": (GELU, BuiltinGELU), "LayerNorm": (LayerNorm, BuiltinLayerNorm),
+            "attention": (MultiHeadAttention, SDPAttention)}
+
+
+def with_built_in(model, part):
+    """`model` with every module of one hand-written part running its built-in twin instead."""
+    taught, built_in = BUILT_IN[part]
+    for module in model.modules():
+        if type(module) is taught:
+            module.__class__ = built_in
+    return model
+
+
 def training_step(model, optimizer, x, y):
     _, loss = model(x, y)
     optimizer.zero_grad(set_to_none=True)
@@ -298,14 +335,21 @@ def training_step(model, optimizer, x, y):
 
 
 def throughputs(data, vocab_size, device, rounds=5, steps=20, batch_size=12, seed=0):
-    """Tokens per second of each model, in `rounds` alternating rounds of `steps` steps: whatever
-    else the machine does slows all three alike. Returns {name: [tokens/s per round]}."""
+    """Tokens per second of each model, in `rounds` alternating rounds of `steps` steps, the order
+    rotating from round to round: whatever else the machine does slows all of them alike.
+    The models: the taught one, the taught one with each hand-written part swapped for its
+    built-in (what that part costs), the fast path and the minimal GPT, from the same start
+    where the parameters match. Returns {name: [tokens/s per round]}."""
     cfg = GPTConfig(vocab_size=vocab_size, **BENCH_CFG)
-    torch.manual_seed(seed)
-    taught = TinyGPT(cfg).to(device)
-    torch.manual_seed(seed)
-    twin = TinyGPT(cfg).to(device)  # the same start as `taught`, trained through the fast path
-    models = {"taught": taught, "fast path": FastGPT(twin), "minimal": MinimalGPT(cfg).to(device)}
+
+    def taught():
+        torch.manual_seed(seed)
+        return TinyGPT(cfg).to(device)
+
+    models = {"taught": taught(),
+              **{f"taught, built-in {part}": with_built_in(taught(), part) for part in BUILT_IN},
+              "fast path": FastGPT(taught()),
+              "minimal": MinimalGPT(cfg).to(device)}
     optimizers = {name: torch.optim.AdamW(m.parameters(), lr=1e-3) for name, m in models.items()}
     gen = torch.Generator().manual_seed(seed)
     batches = [tuple(t.to(device) for t in get_batch(data, cfg.context_length, batch_size, gen)) for _ in range(steps)]
@@ -313,12 +357,13 @@ def throughputs(data, vocab_size, device, rounds=5, steps=20, batch_size=12, see
         for x, y in batches[:3]:
             training_step(model, optimizers[name], x, y)
     speeds = {name: [] for name in models}
-    for _ in range(rounds):
-        for name, model in models.items():
+    names = list(models)
+    for r in range(rounds):
+        for name in names[r % len(names):] + names[:r % len(names)]:
             sync(device)
             start = time.perf_counter()
             for x, y in batches:
-                training_step(model, optimizers[name], x, y)
+                training_step(models[name], optimizers[name], x, y)
             sync(device)
             speeds[name].append(steps * batch_size * cfg.context_length / (time.perf_counter() - start))
     return speeds
@@ -387,8 +432,8 @@ def time_to_target(train, val, vocab_size, floor, device, args):
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--skip-target", action="store_true", help="measure the throughput and profile only")
-    parser.add_argument("--rounds", type=int, default=5, help="alternating throughput rounds")
-    parser.add_argument("--round-steps", type=int, default=20, help="training steps per model and round")
+    parser.add_argument("--rounds", type=int, default=7, help="alternating throughput rounds")
+    parser.add_argument("--round-steps", type=int, default=15, help="training steps per model and round")
     parser.add_argument("--cap", type=float, default=15.0, help="time cap of the second part, in minutes")
     parser.add_argument("--margin", type=float, default=0.05, help="target: floor * (1 + margin)")
     parser.add_argument("--batch-size", type=int, default=16)
@@ -414,12 +459,19 @@ def main():
     print("1. training throughput, 4 layers x 4 heads, width 128, context 64, batch 12, AdamW; "
           f"{args.rounds} alternating rounds of {args.round_steps} steps")
     speeds = throughputs(train, len(chars), device, rounds=args.rounds, steps=args.round_steps)
-    base = statistics.median(speeds["minimal"])
+    tokens_per_step = 12 * BENCH_CFG["context_length"]
+    median = {name: statistics.median(per_round) for name, per_round in speeds.items()}
     for name, per_round in speeds.items():
-        print(f"   {name:10s} {statistics.median(per_round):9,.0f} tokens/s (median; rounds "
-              f"{', '.join(f'{v:,.0f}' for v in per_round)})  x{statistics.median(per_round) / base:.2f} of minimal")
-    ratios = [t / m for t, m in zip(speeds["taught"], speeds["minimal"])]
-    print(f"   taught / minimal per round: {', '.join(f'{r:.2f}' for r in ratios)}")
+        print(f"   {name:27s} {median[name]:7,.0f} tokens/s {1000 * tokens_per_step / median[name]:5.1f} ms/step "
+              f"x{median[name] / median['minimal']:.2f} of minimal (rounds {', '.join(f'{v:,.0f}' for v in per_round)})")
+    for name in ("taught", "fast path"):
+        ratios = [m / b for m, b in zip(speeds[name], speeds["minimal"])]
+        print(f"   {name} / minimal per round: {', '.join(f'{r:.2f}' for r in ratios)}")
+    step_ms = {name: 1000 * tokens_per_step / v for name, v in median.items()}
+    costs = {part: step_ms["taught"] - step_ms[f"taught, built-in {part}"] for part in BUILT_IN}
+    print(f"   the taught step is {step_ms['taught'] - step_ms['minimal']:.1f} ms slower than the minimal one; "
+          "its hand-written parts cost, beyond their built-ins: "
+          + ", ".join(f"{part} {ms:.1f} ms" for part, ms in costs.items()))
     print("2. where the taught model's training step spends its time (torch.profiler, 10 steps)")
     print(profile(train, len(chars), device))
     if args.skip_target:
