@@ -1,24 +1,31 @@
 """Grade one student notebook with the verdict decided outside the learner's process.
 
 submission -> pre-flight -> run in the sandbox (learner code + `call`s only) -> verdict here.
+
+The sandbox starts right after pre-flight, and its kernel starts while this process makes the
+hidden checks' inputs. PyTorch and the specs are therefore imported in the functions that use
+them, not here: a first notebook's grader loads them while the kernel starts.
 """
 from __future__ import annotations
 
+import ast
 import copy
 import functools
 import hashlib
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import nbformat
-import torch
 
 from . import course, i18n, notebook, preflight, sandbox, settings
 from .i18n import say
 from .results import ExerciseResult, NotebookResult
 from .settings import Limits
-from .spec import Spec, call_inputs, collect, failure_text, judge_all, learner_side_source, quiet, sanitize
+from .stopwatch import Stopwatch
+
+if TYPE_CHECKING:
+    from .spec import Spec
 
 
 @functools.cache
@@ -29,6 +36,8 @@ def _source(unit: str, language: str = "en"):
 @functools.cache
 def _specs(unit: str, grade_id: str, language: str = "en") -> tuple[tuple[Spec, str], ...]:
     """The specs of one exercise, in the edition of `language`, with the learner-side source of each."""
+    from .spec import collect, learner_side_source
+
     exercise = next(e for e in notebook.exercises(_source(unit, language)) if e.grade_id == grade_id)
     return tuple((spec, learner_side_source(exercise.hidden, spec)) for spec in collect(exercise.hidden))
 
@@ -51,39 +60,75 @@ def checksum(path: Path) -> str:
 
 
 def grade_notebook(path: Path, unit: str | None = None, limits: Limits | None = None,
-                   student: str | None = None, autograded: Path | None = None) -> NotebookResult:
+                   student: str | None = None, autograded: Path | None = None,
+                   stopwatch: Stopwatch | None = None) -> NotebookResult:
     """Grade one notebook; never raises for a bad submission (the reason goes in `error`).
     `limits` default to grader.settings.load()'s. With `autograded`, also write the notebook as
-    it ran, with the verdicts, to that path."""
+    it ran, with the verdicts, to that path. `stopwatch` records the time of each step."""
     path = Path(path)
+    watch = stopwatch or Stopwatch()
     limits = limits or settings.load().limits
-    check = preflight.check(path, unit)
-    result = blank_result(path, check.unit, student)
-    result.flags += check.repairs
+    with watch.step("pre-flight"):
+        check = preflight.check(path, unit)
     if check.rejection:
+        result = blank_result(path, check.unit, student)
+        result.flags += check.repairs
         result.error = check.rejection
         return result
-    result.language = check.language
     with i18n.language(i18n.for_edition(check.language)), \
             tempfile.TemporaryDirectory(prefix="grade-", ignore_cleanup_errors=True) as tmp:
-        to_run, jobs = _build(check.notebook, check.unit, check.language, Path(tmp))
-        outcome = sandbox.execute(to_run, Path(tmp), limits)
-        result.seconds = outcome.seconds
+        with watch.step("sandbox start"):
+            box = sandbox.Sandbox(Path(tmp), limits, warm=warm_modules(check.unit, check.language))
+        with box:
+            with watch.step("inputs of the hidden checks"):
+                result = blank_result(path, check.unit, student)
+                result.flags += check.repairs
+                result.language = check.language
+                to_run, jobs = _build(check.notebook, check.unit, check.language, Path(tmp))
+            with watch.step("sandbox run"):
+                outcome = box.run(to_run)
+        result.seconds, watch.sandbox = outcome.seconds, outcome.timing
         if outcome.executed is None:
             result.error = outcome.problem or "the notebook could not be run"
             return result
         if outcome.problem:
             result.flags.append(outcome.problem)
-        for exercise in result.exercises:
-            exercise.grade(*_judge(exercise.grade_id, check.unit, check.language, jobs, outcome))
+        with watch.step("judging"):
+            for exercise in result.exercises:
+                exercise.grade(*_judge(exercise.grade_id, check.unit, check.language, jobs, outcome))
         if autograded is not None:
-            write_autograded(result, outcome.executed, autograded)
+            with watch.step("autograded copy"):
+                write_autograded(result, outcome.executed, autograded)
     return result
+
+
+@functools.cache
+def warm_modules(unit: str, language: str = "en") -> tuple[str, ...]:
+    """The modules the released notebook imports at the top of its cells, and the harness of
+    the hidden checks' calls: what the sandbox's kernel imports before the notebook arrives."""
+    found = []
+    for cell in preflight.released(unit, language).cells:
+        if cell.cell_type != "code":
+            continue
+        try:
+            tree = ast.parse("\n".join(line for line in cell.source.splitlines()
+                                       if not line.lstrip().startswith(("%", "!"))))
+        except SyntaxError:
+            continue
+        for node in tree.body:
+            if isinstance(node, ast.Import):
+                found += [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                found.append(node.module)
+    return tuple(dict.fromkeys(found + ["grader.harness"]))
 
 
 def _build(nb, unit: str, language: str, workdir: Path):
     """The notebook to run: the learner's cells, locked and test cells restored from the
     released version, each test cell followed by the calls of its hidden checks."""
+    import torch
+
+    from .spec import call_inputs
     release = {notebook.grade_id(c): c for c in preflight.released(unit, language).cells if notebook.grade_id(c)}
     tests = [e.grade_id for e in notebook.exercises(_source(unit, language))]
     cells, seen, jobs = [], set(), {}
@@ -129,6 +174,8 @@ def _build(nb, unit: str, language: str, workdir: Path):
 def _judge(gid: str, unit: str, language: str, jobs, outcome) -> tuple[list[str], str | None]:
     """The failure messages of one exercise, decided here from plain data, and the known
     mistake named first, if any."""
+    from .spec import failure_text, judge_all
+
     messages, mistake = [], None
     for k, _ in enumerate(_specs(unit, gid, language)):
         spec, cases, outputs = jobs[(gid, k)]
@@ -160,6 +207,10 @@ def _read_results(outputs: Path) -> list[Any] | None:
     """The learner side's saved results ([] when none were saved), or None when the file is
     not what the harness writes (learner code replaced it)."""
     import io
+
+    import torch
+
+    from .spec import quiet, sanitize
 
     if not outputs.exists() and not outputs.is_symlink():
         return []

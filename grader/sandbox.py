@@ -1,6 +1,6 @@
 """Run a notebook's cells in a confined process: bubblewrap, plus limits on time and resources.
 
-`execute(notebook, workdir, limits)` runs `python -m grader.sandbox` (the `_run` below) inside
+`execute(notebook, workdir, limits)` runs `python -m grader.runner` inside
 bubblewrap when it works on this machine:
 - a user id of its own: run as root, the grader enters the sandbox as root and drops to an
   unused user id (one per worker) with setpriv, so the kernel's checks of file permissions and
@@ -15,13 +15,15 @@ Limits (RLIMIT_*) on memory, CPU time, processes, file size; a watchdog here on 
 on the size of `workdir`; the runner caps each cell's output. Without bubblewrap only the
 limits apply, and `confinement()` says so loudly.
 
-The runner saves the executed notebook after every cell, so whatever happens (an endless loop,
-a crash, `os._exit`, running out of memory) the cells that finished keep their outputs.
+The runner (`grader.runner`) saves the executed notebook after every cell, so whatever happens
+(an endless loop, a crash, `os._exit`, running out of memory) the cells that finished keep
+their outputs.
 """
 from __future__ import annotations
 
-import argparse
+import contextlib
 import functools
+import json
 import os
 import resource
 import shutil
@@ -29,6 +31,7 @@ import signal
 import stat
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,6 +40,7 @@ import nbformat
 
 from . import i18n
 from .i18n import say
+from .runner import capped_notice
 from .settings import Limits, MiB
 
 NOBODY = 65534
@@ -49,6 +53,33 @@ class Outcome:
     executed: object        # the notebook as far as it ran, or None
     problem: str | None     # why it stopped early, if it did
     seconds: float
+    timing: "Timing | None" = None
+
+
+@dataclass(frozen=True)
+class Timing:
+    """Where a sandbox's time went, as its runner recorded it: moments as time.time() and CPU
+    seconds. For the grading benchmark only: learner code could rewrite the file, so no
+    verdict ever reads it."""
+    started: float       # the grader started bubblewrap
+    runner: float        # the runner had imported what it needs
+    kernel: float        # the kernel answered
+    warm: float          # the kernel had imported the modules the notebook will import
+    notebook: float      # the notebook arrived from the grader
+    ended: float         # the last cell finished
+    runner_cpu: float    # CPU seconds of the runner process, when the last cell finished
+    kernel_start_cpu: float   # CPU seconds of the kernel when it answered
+    kernel_warm_cpu: float    # and when it had imported the warm modules
+    cells: tuple[tuple[str, float, float], ...]   # per code cell: role ("cell", "self-check",
+    #                                                "calls"), wall seconds, kernel CPU seconds
+
+    @classmethod
+    def read(cls, workdir: Path, started: float) -> "Timing | None":
+        try:
+            data = json.loads(read_scratch(Path(workdir) / "timing.json", 1 * MiB))
+            return cls(started=started, **{**data, "cells": tuple(tuple(c) for c in data["cells"])})
+        except Exception:  # not written (the runner was killed) or not what the runner writes
+            return None
 
 
 @dataclass(frozen=True)
@@ -215,7 +246,7 @@ def cap_outputs(nb, output_bytes: int):
             if full:
                 continue
             stream = output.get("output_type") == "stream"
-            if stream and output.get("text") == _capped_notice(output_bytes):  # the runner capped it already
+            if stream and output.get("text") == capped_notice(output_bytes):  # the runner capped it already
                 kept.append(output)
                 full = True
                 continue
@@ -227,35 +258,109 @@ def cap_outputs(nb, output_bytes: int):
             if stream and left > 0:
                 output["text"] = str(output["text"])[:left]
                 kept.append(output)
-            kept.append(nbformat.v4.new_output("stream", name="stdout", text=_capped_notice(output_bytes)))
+            kept.append(nbformat.v4.new_output("stream", name="stdout", text=capped_notice(output_bytes)))
             full = True
         cell.outputs = kept
     return nb
 
 
-def _capped_notice(output_bytes: int) -> str:
-    return "\n" + say("[the grader kept only the first {kib} KiB of this cell's output]", kib=output_bytes // 1024) + "\n"
+class Sandbox:
+    """One notebook's sandbox, started before the notebook is ready: its kernel starts, and
+    imports the modules the notebook will import, while the grader prepares the notebook to run
+    (two cores work at once). No learner code runs before `run` hands the notebook over, and
+    each notebook gets a fresh sandbox and kernel: nothing is shared between notebooks.
+
+        with Sandbox(workdir, limits, warm=("torch",)) as box:
+            ...                          # write the hidden checks' inputs into workdir
+            outcome = box.run(notebook)
+    """
+
+    def __init__(self, workdir: Path, limits: Limits, warm: tuple[str, ...] = ()):
+        self.workdir, self.limits = Path(workdir).resolve(), limits
+        self.src = self.workdir / "to_run.ipynb"
+        shm, matplotlib = self.workdir / ".shm", self.workdir / ".matplotlib"
+        shm.mkdir()
+        matplotlib.mkdir()
+        for fonts in _font_lists():
+            shutil.copyfile(fonts, matplotlib / fonts.name)
+        jail = confinement()
+        prefix, suffix = list(jail.command), []
+        self.uid = None
+        if jail.drops_user:
+            self.uid = sandbox_uid()
+            for path in (self.workdir, shm, matplotlib, *matplotlib.iterdir()):
+                os.chown(path, self.uid, self.uid)
+            suffix = _drop_to(self.uid)
+            processes = limits.processes
+        elif jail.command:
+            processes = _own_tasks() + limits.processes   # the count includes the instructor's own
+        else:
+            processes = None   # the instructor's own processes share the count: leave it alone
+        if prefix:  # the scratch folder, the only writable place, goes before bubblewrap's "--";
+            # /dev/shm lives in it, so that the watchdog's cap on files counts what is written there
+            prefix[-1:-1] = [*_parents(self.workdir, set()), "--bind", str(self.workdir), str(self.workdir),
+                             "--bind", str(shm), "/dev/shm", "--chdir", str(self.workdir)]
+        command = prefix + suffix + [sys.executable, "-m", "grader.runner", str(self.src),
+                                     str(self.workdir / "executed.ipynb"), str(limits.cell_seconds),
+                                     str(limits.startup_seconds), str(limits.output_bytes), ",".join(warm)]
+        self.started = time.time()
+        self.proc = subprocess.Popen(command, cwd=self.workdir, env=_environment(self.workdir), stdin=subprocess.DEVNULL,
+                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                     preexec_fn=lambda: _limits(limits, processes))
+        self.log = _Log(self.proc.stdout)
+
+    def run(self, notebook) -> Outcome:
+        """Hand `notebook` to the waiting runner and watch it until it ends or breaks a limit.
+        Every file the grader wrote into the scratch folder is there before any learner code runs."""
+        part = self.src.with_suffix(".part")
+        nbformat.write(notebook, part)
+        if self.uid is not None:
+            for path in self.workdir.iterdir():
+                os.chown(path, self.uid, self.uid)
+        os.replace(part, self.src)   # the runner waits for this name: the notebook arrives whole
+        start = time.monotonic()
+        problem = _watch(self.proc, self.log, self.workdir, self.limits, start)
+        out = self.workdir / "executed.ipynb"
+        try:  # learner code may have replaced it: read it as the runner would have written it
+            text = read_scratch(out, EXECUTED_BYTES).decode("utf-8")
+            executed = cap_outputs(nbformat.reads(text, as_version=4), self.limits.output_bytes)
+        except Exception:  # missing, replaced or broken by learner code
+            executed = None
+        marker = self.workdir / "stopped.txt"
+        if problem is None and (text := read_scratch(marker, 4096)):
+            problem = text.decode(errors="replace")[:300]
+        return Outcome(executed, problem, time.monotonic() - start, Timing.read(self.workdir, self.started))
+
+    def close(self) -> None:
+        """Stop the sandbox and everything in it (a no-op once `run` has)."""
+        _stop(self.proc)
+        self.log.join(timeout=5)
+
+    def __enter__(self) -> "Sandbox":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+@functools.cache
+def _font_lists() -> tuple[Path, ...]:
+    """matplotlib's list of the system's fonts, as the grader's user has it cached. A copy in
+    each sandbox spares each notebook's first plot a scan of every font (a quarter of a second);
+    without one, matplotlib makes its own there, as before."""
+    home = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "matplotlib"
+    return tuple(Path(os.environ.get("MPLCONFIGDIR") or home).glob("fontlist-v*.json"))
 
 
 def execute(notebook, workdir: Path, limits: Limits) -> Outcome:
     """Run `notebook` in `workdir` (a fresh folder holding nothing else the learner may see)."""
-    workdir = Path(workdir).resolve()
-    src, out, shm = workdir / "to_run.ipynb", workdir / "executed.ipynb", workdir / ".shm"
-    nbformat.write(notebook, src)
-    shm.mkdir()
-    jail = confinement()
-    prefix, suffix = list(jail.command), []
-    if jail.drops_user:
-        uid = sandbox_uid()
-        for path in (workdir, *workdir.iterdir()):
-            os.chown(path, uid, uid)
-        suffix = _drop_to(uid)
-        processes = limits.processes
-    elif jail.command:
-        processes = _own_tasks() + limits.processes   # the count includes the instructor's own
-    else:
-        processes = None   # the instructor's own processes share the count: leave it alone
-    env = {
+    with Sandbox(workdir, limits) as box:
+        return box.run(notebook)
+
+
+def _environment(workdir: Path) -> dict[str, str]:
+    """The sandbox's whole environment: nothing of the instructor's is passed on."""
+    return {
         "PATH": os.pathsep.join([str(Path(sys.executable).parent), "/usr/bin", "/bin"]),
         "HOME": str(workdir),
         "TMPDIR": str(workdir),
@@ -277,41 +382,33 @@ def execute(notebook, workdir: Path, limits: Limits) -> Outcome:
         "OMP_NUM_THREADS": "1",
         "COURSE_LANG": i18n.current(),       # the self-checks answer in the language of the verdicts
     }
-    if prefix:  # the scratch folder, the only writable place, goes before bubblewrap's "--";
-        # /dev/shm lives in it, so that the watchdog's cap on files counts what is written there
-        prefix[-1:-1] = [*_parents(workdir, set()), "--bind", str(workdir), str(workdir),
-                         "--bind", str(shm), "/dev/shm", "--chdir", str(workdir)]
-    command = prefix + suffix + [sys.executable, "-m", "grader.sandbox", str(src), str(out),
-                        str(limits.cell_seconds), str(limits.startup_seconds), str(limits.output_bytes)]
-    start = time.monotonic()
-    proc = subprocess.Popen(command, cwd=workdir, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, preexec_fn=lambda: _limits(limits, processes))
-    problem = _watch(proc, workdir, limits, start)
-    try:  # learner code may have replaced it: read it as the runner would have written it
-        text = read_scratch(out, EXECUTED_BYTES).decode("utf-8")
-        executed = cap_outputs(nbformat.reads(text, as_version=4), limits.output_bytes)
-    except Exception:  # missing, replaced or broken by learner code
-        executed = None
-    marker = workdir / "stopped.txt"
-    if problem is None and (text := read_scratch(marker, 4096)):
-        problem = text.decode(errors="replace")[:300]
-    return Outcome(executed, problem, time.monotonic() - start)
 
 
-def _watch(proc: subprocess.Popen, workdir: Path, limits: Limits, start: float) -> str | None:
-    """Wait for the runner, stopping it when the notebook runs too long or writes too much;
-    the runner's own log (which learner code can flood) is kept to its last bytes."""
-    import threading
+def _stop(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)  # the sandbox and everything in it
+    except ProcessLookupError:
+        pass
+    proc.wait()
 
-    tail = bytearray()
 
-    def drain() -> None:
-        for chunk in iter(lambda: proc.stdout.read(65536), b""):
-            tail.extend(chunk)
-            del tail[:-4096]
+class _Log(threading.Thread):
+    """Reads the runner's own log as it comes (so the runner never blocks on a full pipe),
+    keeping only its last bytes: learner code can flood it."""
 
-    reader = threading.Thread(target=drain, daemon=True)
-    reader.start()
+    def __init__(self, stream):
+        super().__init__(daemon=True)
+        self.stream, self.tail = stream, bytearray()
+        self.start()
+
+    def run(self) -> None:
+        for chunk in iter(lambda: self.stream.read(65536), b""):
+            self.tail.extend(chunk)
+            del self.tail[:-4096]
+
+
+def _watch(proc: subprocess.Popen, log: _Log, workdir: Path, limits: Limits, start: float) -> str | None:
+    """Wait for the runner, stopping it when the notebook runs too long or writes too much."""
     problem = None
     try:
         while proc.poll() is None:
@@ -326,96 +423,16 @@ def _watch(proc: subprocess.Popen, workdir: Path, limits: Limits, start: float) 
                 problem = say("the notebook's processes together used more than {mib} MiB of memory and were "
                               "stopped", mib=limits.memory_bytes // MiB)
                 break
-            time.sleep(0.25)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=0.25)   # returns as soon as the runner ends
     finally:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)  # the sandbox and everything in it
-        except ProcessLookupError:
-            pass
-        proc.wait()
-        reader.join(timeout=5)
+        _stop(proc)
+        log.join(timeout=5)
     code = proc.returncode
     if problem is None and (code < 0 or code > 128):  # bubblewrap passes on a signal as 128 + its number
         problem = say("the notebook's process was killed (signal {signal}), by its own code or by running out "
                       "of memory", signal=abs(code) % 128)
     elif problem is None and code != 0:
-        last = tail.decode(errors="replace").strip().splitlines()[-1:] or [""]
+        last = log.tail.decode(errors="replace").strip().splitlines()[-1:] or [""]
         problem = say("the notebook's process stopped (exit code {code}): {last}", code=code, last=last[0][:200])
     return problem
-
-
-# --- inside the sandbox ------------------------------------------------------------------------
-
-def _run(src: str, out: str, cell_seconds: int, startup_seconds: int, output_bytes: int) -> int:
-    from nbclient import NotebookClient
-    from nbclient.exceptions import DeadKernelError
-
-    class CappedClient(NotebookClient):
-        """Keeps at most `output_bytes` of output per cell, then one notice; errors are always
-        kept (they are how the grader learns that a self-check failed)."""
-        sizes: dict[int, int] = {}   # bytes of output kept so far, per cell
-        capped: set[int] = set()
-
-        def output(self, outs, msg, display_id, cell_index):
-            if msg["msg_type"] == "error":
-                return super().output(outs, msg, display_id, cell_index)
-            left = output_bytes - self.sizes.get(cell_index, 0)
-            content, cut = msg["content"], False
-            if msg["msg_type"] == "stream" and len(content.get("text", "")) > left > 0:
-                content["text"], cut = content["text"][:left], True   # the kernel sends output in batches
-            size = len(content["text"]) if msg["msg_type"] == "stream" else len(str(content))
-            kept = None
-            if size <= left:
-                self.sizes[cell_index] = output_bytes - left + size
-                kept = super().output(outs, msg, display_id, cell_index)
-            if (cut or size > left) and cell_index not in self.capped:  # say it once
-                self.capped.add(cell_index)
-                outs.append(nbformat.v4.new_output("stream", name="stdout", text=_capped_notice(output_bytes)))
-            return kept
-
-        async def _async_handle_timeout(self, timeout, cell=None):
-            if cell is not None:  # the grader tells a cut-off cell from one whose code raised
-                cell.metadata.setdefault("grader", {})["timed_out"] = True
-            return await super()._async_handle_timeout(timeout, cell)
-
-    nb = nbformat.read(src, as_version=4)
-    client = CappedClient(nb, timeout=cell_seconds, startup_timeout=startup_seconds, kernel_name="python3",
-                          allow_errors=True, interrupt_on_timeout=True, record_timing=False,
-                          extra_arguments=["--IPKernelApp.ignore_cwd=True"],
-                          error_on_timeout={"ename": "TimeoutError",
-                                            "evalue": say("the cell ran longer than {seconds} s", seconds=cell_seconds),
-                                            "traceback": []},
-                          resources={"metadata": {"path": str(Path(src).parent)}})
-    _save(nb, out)  # a notebook killed in its first cell still comes back, unrun
-    with client.setup_kernel():
-        for index, cell in enumerate(nb.cells):
-            if cell.cell_type != "code":
-                continue
-            try:
-                client.execute_cell(cell, index)
-            except DeadKernelError:
-                Path(out).with_name("stopped.txt").write_text(
-                    "the kernel died (a crash, running out of memory, or an exit call)")
-                break
-            finally:
-                _save(nb, out)
-    _save(nb, out)
-    return 0
-
-
-def _save(nb, out: str) -> None:
-    """Write then rename, so a write cut short (file-size limit, kill) leaves the last good copy."""
-    tmp = out + ".tmp"
-    nbformat.write(nb, tmp)
-    os.replace(tmp, out)
-
-
-if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("src")
-    parser.add_argument("out")
-    parser.add_argument("cell_seconds", type=int)
-    parser.add_argument("startup_seconds", type=int)
-    parser.add_argument("output_bytes", type=int)
-    ns = parser.parse_args()
-    raise SystemExit(_run(ns.src, ns.out, ns.cell_seconds, ns.startup_seconds, ns.output_bytes))

@@ -1,0 +1,146 @@
+"""Inside the sandbox: start a kernel, then run the grader's notebook in it cell by cell.
+
+    python -m grader.runner SRC OUT CELL_SECONDS STARTUP_SECONDS OUTPUT_BYTES WARM
+
+`grader.sandbox` starts this in bubblewrap before the notebook is ready. The kernel is launched
+first thing, so that it boots while this process imports the rest of what it needs; then the
+kernel imports the modules in WARM (the ones the notebook will import), and this process waits
+for the grader to put the notebook at SRC. It saves the executed notebook to OUT after every
+cell, so whatever happens (an endless loop, a crash, `os._exit`, running out of memory) the
+cells that finished keep their outputs, and records in timing.json where the time went.
+
+Only the standard library and jupyter_client are imported before the kernel is launched.
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import time
+from pathlib import Path
+
+from .i18n import say
+
+
+def capped_notice(output_bytes: int) -> str:
+    return "\n" + say("[the grader kept only the first {kib} KiB of this cell's output]", kib=output_bytes // 1024) + "\n"
+
+
+def run(src: str, out: str, cell_seconds: int, startup_seconds: int, output_bytes: int, warm: list[str]) -> int:
+    marks: dict = {}
+    from jupyter_client.manager import AsyncKernelManager   # the kind nbclient makes for itself
+    from jupyter_core.utils import run_sync
+
+    km = AsyncKernelManager(kernel_name="python3")
+    run_sync(km.start_kernel)(extra_arguments=["--IPKernelApp.ignore_cwd=True"])
+
+    import nbformat
+    from nbclient import NotebookClient
+    from nbclient.exceptions import DeadKernelError
+
+    class CappedClient(NotebookClient):
+        """Keeps at most `output_bytes` of output per cell, then one notice; errors are always
+        kept (they are how the grader learns that a self-check failed)."""
+        sizes: dict[int, int] = {}   # bytes of output kept so far, per cell
+        capped: set[int] = set()
+
+        def output(self, outs, msg, display_id, cell_index):
+            if msg["msg_type"] == "error":
+                return super().output(outs, msg, display_id, cell_index)
+            left = output_bytes - self.sizes.get(cell_index, 0)
+            content, cut = msg["content"], False
+            if msg["msg_type"] == "stream" and len(content.get("text", "")) > left > 0:
+                content["text"], cut = content["text"][:left], True   # the kernel sends output in batches
+            size = len(content["text"]) if msg["msg_type"] == "stream" else len(str(content))
+            kept = None
+            if size <= left:
+                self.sizes[cell_index] = output_bytes - left + size
+                kept = super().output(outs, msg, display_id, cell_index)
+            if (cut or size > left) and cell_index not in self.capped:  # say it once
+                self.capped.add(cell_index)
+                outs.append(nbformat.v4.new_output("stream", name="stdout", text=capped_notice(output_bytes)))
+            return kept
+
+        async def _async_handle_timeout(self, timeout, cell=None):
+            if cell is not None:  # the grader tells a cut-off cell from one whose code raised
+                cell.metadata.setdefault("grader", {})["timed_out"] = True
+            return await super()._async_handle_timeout(timeout, cell)
+
+    marks["runner"] = time.time()
+    client = CappedClient(nbformat.v4.new_notebook(), km=km, timeout=cell_seconds, startup_timeout=startup_seconds,
+                          allow_errors=True, interrupt_on_timeout=True, record_timing=False,
+                          error_on_timeout={"ename": "TimeoutError",
+                                            "evalue": say("the cell ran longer than {seconds} s", seconds=cell_seconds),
+                                            "traceback": []},
+                          resources={"metadata": {"path": str(Path(src).parent)}})
+    cells = []
+    with client.setup_kernel():
+        kernel = km.provisioner.pid
+        marks["kernel"], marks["kernel_start_cpu"] = time.time(), _cpu_seconds(kernel)
+        if warm:  # imports that bind no name: the learner's namespace stays a fresh kernel's
+            warming = client.kc.execute("for _m in %r:\n    try:\n        __import__(_m)\n    except Exception:\n"
+                                        "        pass\ndel _m" % (warm,), silent=True, store_history=False)
+            with contextlib.suppress(Exception):   # a slow import only means a slower first cell
+                client.wait_for_reply(warming)
+        marks["warm"], marks["kernel_warm_cpu"] = time.time(), _cpu_seconds(kernel)
+        deadline = time.monotonic() + startup_seconds
+        while not Path(src).exists():
+            if time.monotonic() > deadline:
+                return 1
+            time.sleep(0.005)
+        marks["notebook"] = time.time()
+        nb = client.nb = nbformat.read(src, as_version=4)
+        _save(nb, out)  # a notebook killed in its first cell still comes back, unrun
+        for index, cell in enumerate(nb.cells):
+            if cell.cell_type != "code":
+                continue
+            start, cpu = time.monotonic(), _cpu_seconds(kernel)
+            try:
+                client.execute_cell(cell, index)
+            except DeadKernelError:
+                Path(out).with_name("stopped.txt").write_text(
+                    "the kernel died (a crash, running out of memory, or an exit call)")
+                break
+            finally:
+                _save(nb, out)
+                role = cell.metadata.get("grader", {})
+                cells.append(("calls" if "calls" in role else "self-check" if "visible" in role else "cell",
+                              time.monotonic() - start, _cpu_seconds(kernel) - cpu))
+        _save(nb, out)
+        marks["ended"], marks["runner_cpu"] = time.time(), time.process_time()
+        Path(out).with_name("timing.json").write_text(json.dumps({**marks, "cells": cells}))
+        # Everything is saved. The sandbox ends with this process, and the kernel with it: skip
+        # shutting the kernel down and tearing the interpreter down (a fifth of a second).
+        os._exit(0)
+
+
+def _save(nb, out: str) -> None:
+    """Write then rename, so a write cut short (file-size limit, kill) leaves the last good copy."""
+    import nbformat
+
+    tmp = out + ".tmp"
+    nbformat.write(nb, tmp)
+    os.replace(tmp, out)
+
+
+def _cpu_seconds(pid: int) -> float:
+    """CPU seconds `pid` has used so far (its /proc/PID/stat), 0 once it is gone."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("src")
+    parser.add_argument("out")
+    parser.add_argument("cell_seconds", type=int)
+    parser.add_argument("startup_seconds", type=int)
+    parser.add_argument("output_bytes", type=int)
+    parser.add_argument("warm", help="modules to import in the kernel before the notebook arrives, comma-separated")
+    ns = parser.parse_args()
+    raise SystemExit(run(ns.src, ns.out, ns.cell_seconds, ns.startup_seconds, ns.output_bytes,
+                         [m for m in ns.warm.split(",") if m]))
