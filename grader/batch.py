@@ -11,7 +11,6 @@ import json
 from pathlib import Path
 
 from . import gradebook
-from .feedback import Feedback
 from .results import NotebookResult
 from .settings import Settings
 from .workers import Submission, grade_all, submissions
@@ -41,11 +40,8 @@ def grade_folder(folder: Path, course_root: Path, settings: Settings, shard: tup
                 continue
         todo.append(item)
     gradebook.register_units(sorted({i.unit for i in todo if i.unit}), course_root, db_url)
-    feedback = Feedback(course_root, db_url)
 
     def done(item: Submission, result: NotebookResult) -> None:
-        gradebook.record(result, db_url)
-        feedback.write(result, item.autograded(course_root))
         stored = _stored(course_root, item)
         stored.parent.mkdir(parents=True, exist_ok=True)
         tmp = stored.with_suffix(".tmp")
@@ -53,7 +49,7 @@ def grade_folder(folder: Path, course_root: Path, settings: Settings, shard: tup
         tmp.replace(stored)
         results[item] = result
 
-    grade_all(todo, settings.limits, settings.workers, course_root, done, progress)
+    grade_all(todo, settings.limits, settings.workers, course_root, db_url, done, progress)
     gradebook.export_csv(db_url, course_root / "grades.csv")
     return [results[item] for item in items if item in results], len(todo)
 

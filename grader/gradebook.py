@@ -85,13 +85,14 @@ def _one_process_at_a_time(db_url: str) -> Iterator[None]:
 
 
 def record(result: NotebookResult, db_url: str) -> None:
-    """Write one notebook's automatic scores. Manual scores and comments given in Formgrader
+    """Write one notebook's automatic scores (grading workers call it at once). Manual scores and comments given in Formgrader
     live in other columns and are kept; grading again overwrites only the automatic scores."""
     from nbgrader.api import Gradebook
 
     if not (result.unit and result.student):
         return
-    with Gradebook(db_url, course.COURSE_ID) as gb:
+    # one process at a time: nbgrader creates a new student or submission by check-then-insert
+    with _one_process_at_a_time(db_url), Gradebook(db_url, course.COURSE_ID) as gb:
         gb.update_or_create_student(result.student)
         gb.update_or_create_submission(result.unit, result.student)
         for exercise in result.exercises:

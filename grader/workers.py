@@ -1,10 +1,14 @@
 """Grade many notebooks at once, each in a worker process of its own, with a progress bar.
 
-Workers only grade (each notebook's learner code runs in its own sandbox below them); the
-results come back to the parent, which alone writes the gradebook, so workers never race on it.
+A worker grades a notebook (its learner code runs in a sandbox of its own below the worker),
+records the scores in the gradebook, one worker at a time, and writes the feedback report;
+then the result comes back to the parent. Everything a notebook costs is thus spread over the
+workers: none of it waits in line in the parent. Workers keep their imports from one notebook
+to the next; each notebook still gets a fresh sandbox and kernel.
 """
 from __future__ import annotations
 
+import functools
 import multiprocessing
 import zlib
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
@@ -15,7 +19,8 @@ from typing import Callable
 
 from tqdm import tqdm
 
-from . import course
+from . import course, gradebook
+from .feedback import Feedback
 from .results import NotebookResult
 from .settings import Limits
 
@@ -73,7 +78,9 @@ def _one_per_unit(student: str, unit: str | None, unit_dir: Path, notebooks: lis
     return Submission(student, unit, path, rejection, notes)
 
 
-def _grade_one(submission: Submission, limits: Limits, course_root: Path) -> NotebookResult:
+def _grade_one(submission: Submission, limits: Limits, course_root: Path, db_url: str) -> tuple[NotebookResult, bool]:
+    """Grade one submission, then record it and write its feedback; the result, and whether
+    it was recorded (if not, the parent records it)."""
     from .grade import blank_result, grade_notebook
 
     if submission.rejection:
@@ -87,27 +94,45 @@ def _grade_one(submission: Submission, limits: Limits, course_root: Path) -> Not
             result = blank_result(submission.path, submission.unit, submission.student)
             result.error = f"the grader failed on this notebook: {type(exc).__name__}: {exc}"
     result.flags += submission.notes
-    return result
+    try:
+        record(submission, result, course_root, db_url)
+    except Exception:   # e.g. the database out of reach for a moment: the parent tries again
+        return result, False
+    return result, True
 
 
-def grade_all(items: list[Submission], limits: Limits, workers: int, course_root: Path,
+def record(submission: Submission, result: NotebookResult, course_root: Path, db_url: str) -> None:
+    """The scores into the gradebook, then the feedback report made from them."""
+    gradebook.record(result, db_url)
+    _feedback(course_root, db_url).write(result, submission.autograded(course_root))
+
+
+@functools.cache
+def _feedback(course_root: Path, db_url: str) -> Feedback:
+    return Feedback(course_root, db_url)
+
+
+def grade_all(items: list[Submission], limits: Limits, workers: int, course_root: Path, db_url: str,
               done: Callable[[Submission, NotebookResult], None], progress: bool = True) -> None:
-    """Grade every item in `workers` processes; `done` is called here, in this process, as soon
-    as each result arrives. A worker that dies takes only its own notebook's grade with it
-    (after one retry)."""
-    pending, tries = list(items), {item: 0 for item in items}
+    """Grade and record every item in `workers` processes; `done` is called here, in this
+    process, as soon as each result arrives. A worker that dies takes only its own notebook's
+    grade with it (after one retry). Later units go first: they run longest (unit 08 trains),
+    and a long notebook left for the end would be graded while the other workers sit idle."""
+    order = {unit: k for k, unit in enumerate(course.units())}
+    pending = sorted(items, key=lambda item: -order.get(item.unit, -1))
+    tries = {item: 0 for item in items}
     bar = tqdm(total=len(items), unit="notebook", desc="grading", disable=not progress)
     context = multiprocessing.get_context("spawn")  # no fork of a process that holds torch's threads
     while pending:
         with ProcessPoolExecutor(max_workers=max(1, min(workers, len(pending))), mp_context=context) as pool:
-            futures = {pool.submit(_grade_one, item, limits, course_root): item for item in pending}
+            futures = {pool.submit(_grade_one, item, limits, course_root, db_url): item for item in pending}
             pending = []
             while futures:
                 finished, _ = wait(futures, return_when=FIRST_COMPLETED)
                 for future in finished:
                     item = futures.pop(future)
                     try:
-                        result = future.result()
+                        result, recorded = future.result()
                     except BrokenProcessPool:
                         tries[item] += 1
                         if tries[item] < 2:
@@ -115,8 +140,10 @@ def grade_all(items: list[Submission], limits: Limits, workers: int, course_root
                             continue
                         from .grade import blank_result
 
-                        result = blank_result(item.path, item.unit, item.student)
+                        result, recorded = blank_result(item.path, item.unit, item.student), False
                         result.error = "the grader's worker process died on this notebook twice"
+                    if not recorded:
+                        record(item, result, course_root, db_url)
                     done(item, result)
                     bar.update(1)
     bar.close()
