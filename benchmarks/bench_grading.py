@@ -1,18 +1,31 @@
-"""How fast the learner's self-checks and the grader are, on this machine.
+"""How fast the learner's self-checks and the grader are, on this machine, and where the
+grader's time goes.
 
-    python benchmarks/bench_grading.py [UNIT ...]
+    python benchmarks/bench_grading.py [UNIT ...] [--rounds N] [--skip-cli] [--skip-class]
 
-Prints, per unit: the slowest self-check (median of 5 runs, with the reference answers) and
-the wall time of grading the reference notebook (one run, kernel start and imports included);
-then a class of 20 notebooks across all units (honest, wrong, hostile, broken) graded with one
-worker and with two in the same run (wall times, speed-up, whether the scores are identical),
-and the same class killed half-way and resumed.
+1. Per unit: the slowest self-check (median of 5 runs, with the reference answers), then the
+   grading of the reference notebook in a process that has already graded one (as a grading
+   worker does), median of --rounds runs, step by step, wall and CPU seconds:
+   pre-flight; starting the sandbox (bubblewrap and the runner); the kernel's start; the
+   notebook's own imports, which the kernel does before the notebook arrives, while the grader
+   makes the hidden checks' inputs; the notebook's cells, its self-checks and the hidden checks'
+   calls; judging here; the autograded copy; the gradebook; the feedback report. The fixed cost
+   is everything but the notebook's own imports and cells.
+2. The command line against plain nbgrader on unit 01's reference submission, in alternating
+   rounds of one run: `python -m grader grade X.ipynb --json` (sandboxed, verdicts outside)
+   against `nbgrader autograde` (learner code and tests in one process), with the ratio of each
+   round; and the start-up of the grader's own process.
+3. A class of 20 notebooks across all units (honest, wrong, hostile, broken) graded with one
+   worker and with two in the same run (wall times, speed-up, whether the scores are
+   identical), and the same class killed half-way and resumed.
 """
 from __future__ import annotations
 
+import argparse
 import copy
 import json
 import os
+import resource
 import shutil
 import signal
 import statistics
@@ -20,7 +33,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from contextlib import redirect_stdout
+from contextlib import redirect_stderr, redirect_stdout
 from io import StringIO
 from pathlib import Path
 
@@ -28,16 +41,22 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 import nbformat  # noqa: E402
 
-from grader import course  # noqa: E402
+from grader import course, gradebook  # noqa: E402
+from grader import notebook  # noqa: E402
+from grader.feedback import Feedback  # noqa: E402
 from grader.grade import grade_notebook  # noqa: E402
 from grader.selfcheck import FIXTURES, check  # noqa: E402
-from grader import notebook  # noqa: E402
+from grader.stopwatch import Step, Stopwatch  # noqa: E402
 from reference import answers, reference_namespace, student_notebook  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+NOTEBOOK_OWN = ("the notebook's imports", "cells", "self-checks", "hidden checks' calls")
 
 
 def selfcheck_times(unit: str) -> dict[str, float]:
     namespace = reference_namespace(unit)
-    names = json.loads((FIXTURES / f"{unit}.json").read_text())
+    names = [name for name in json.loads((FIXTURES / f"{unit}.json").read_text(encoding="utf-8"))
+             if " #" not in name]   # "name #2": a further check that check(name) runs too
     times = {}
     for name in names:
         runs = []
@@ -50,13 +69,59 @@ def selfcheck_times(unit: str) -> dict[str, float]:
     return times
 
 
-def grade_time(unit: str) -> tuple[float, float, float]:
+def breakdown(unit: str, rounds: int) -> tuple[list[Step], float, str]:
+    """The median of each step of grading `unit`'s reference notebook over `rounds` runs (after
+    one run that loads what a grading worker keeps), the median total, and the score."""
     with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / f"{unit}.ipynb"
+        root = Path(tmp)
+        path = root / "submitted" / "s" / unit / f"{unit}.ipynb"
+        path.parent.mkdir(parents=True)
         nbformat.write(student_notebook(unit), path)
-        start = time.perf_counter()
-        result = grade_notebook(path, unit)
-        return time.perf_counter() - start, result.score, result.max_score
+        db = f"sqlite:///{root / 'gradebook.db'}"
+        gradebook.register_units([unit], root, db)
+        feedback = Feedback(root, db)
+        autograded = root / "autograded" / "s" / unit / f"{unit}.ipynb"
+        runs, totals = [], []
+        for k in range(rounds + 1):
+            watch = Stopwatch()
+            start = time.perf_counter()
+            result = grade_notebook(path, unit, student="s", autograded=autograded, stopwatch=watch)
+            with watch.step("gradebook"):
+                gradebook.record(result, db)
+            with watch.step("feedback report"):
+                feedback.write(result, autograded)
+            if k:
+                runs.append(_steps(watch))
+                totals.append(time.perf_counter() - start)
+    names = list(runs[0])
+    steps = [Step(name, statistics.median(r[name].wall for r in runs), statistics.median(r[name].cpu for r in runs))
+             for name in names]
+    return steps, statistics.median(totals), f"{result.score:g}/{result.max_score:g}"
+
+
+def _steps(watch: Stopwatch) -> dict[str, Step]:
+    """The grader's steps in the order they happen, the sandbox run split into the parts its
+    runner recorded. The inputs of the hidden checks are made here while the sandbox starts, so
+    their time is not added to the total; the sandbox's CPU is the runner's and the kernel's."""
+    own = {step.name: step for step in watch.steps}
+    t, start, inputs, run = watch.sandbox, own["sandbox start"], own["inputs of the hidden checks"], own["sandbox run"]
+    handed_over = t.started + start.wall + inputs.wall
+    cells = {role: Step(role, sum(c[1] for c in t.cells if c[0] == role), sum(c[2] for c in t.cells if c[0] == role))
+             for role in ("cell", "self-check", "calls")}
+    steps = [own["pre-flight"],
+             Step("sandbox and runner start", t.runner - t.started, start.cpu),
+             Step("kernel start", t.kernel - t.runner, t.kernel_start_cpu),
+             Step("the notebook's imports", t.warm - t.kernel, t.kernel_warm_cpu - t.kernel_start_cpu),
+             Step("(inputs of the hidden checks)", inputs.wall, inputs.cpu),
+             Step("waiting for the grader", max(0.0, t.notebook - t.warm), 0.0),
+             Step("cells", cells["cell"].wall, cells["cell"].cpu),
+             Step("self-checks", cells["self-check"].wall, cells["self-check"].cpu),
+             Step("hidden checks' calls", cells["calls"].wall, cells["calls"].cpu),
+             Step("runner's CPU, whole run", 0.0, t.runner_cpu),
+             Step("end of the sandbox", max(0.0, handed_over + run.wall - t.ended), run.cpu),
+             *(own[name] for name in own if name not in ("pre-flight", "sandbox start", "inputs of the hidden checks",
+                                                        "sandbox run"))]
+    return {step.name: step for step in steps}
 
 
 def mixed_class(root: Path) -> int:
@@ -133,16 +198,77 @@ def class_times(cell_seconds: int = 30) -> None:
               f"scores {'identical' if resumed == scores[0] else 'DIFFERENT'}")
 
 
-def main(units: list[str]) -> None:
-    print(f"{'unit':22} {'slowest self-check':>30} {'grade reference':>18}")
+def cli_against_nbgrader(rounds: int) -> None:
+    """`python -m grader grade` against `nbgrader autograde` on unit 01's reference submission,
+    alternating, each round in fresh processes; and the grader process's own start-up."""
+    unit = "01_dot_product"
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        path = root / "submitted" / "s" / unit / f"{unit}.ipynb"
+        path.parent.mkdir(parents=True)
+        nbformat.write(student_notebook(unit), path)
+        folders = [f"--CourseDirectory.root={root}", f"--CourseDirectory.source_directory={course.SOLUTIONS}",
+                   f"--CourseDirectory.release_directory={root / 'release'}"]
+        nbgrader = [str(Path(sys.executable).parent / "nbgrader")]
+        subprocess.run(nbgrader + ["generate_assignment", unit, "--force", *folders], cwd=ROOT, check=True,
+                       capture_output=True)
+        commands = {"grader": [sys.executable, "-m", "grader", "grade", str(path), "--json"],
+                    "nbgrader": nbgrader + ["autograde", unit, "--force", *folders],
+                    "imports": [sys.executable, "-c", "import grader.cli, grader.grade, grader.sandbox"]}
+        times: dict[str, list[float]] = {name: [] for name in commands}
+        cpu: dict[str, list[float]] = {name: [] for name in commands}
+        for _ in range(rounds):
+            for name, command in commands.items():
+                before = resource.getrusage(resource.RUSAGE_CHILDREN)
+                start = time.perf_counter()
+                done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
+                times[name].append(time.perf_counter() - start)
+                after = resource.getrusage(resource.RUSAGE_CHILDREN)
+                cpu[name].append(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime)
+                if done.returncode != 0:
+                    raise RuntimeError(f"{name} failed: {done.stderr[-500:]}")
+                if name == "grader":
+                    result = json.loads(done.stdout)
+                    assert result["score"] == result["max_score"], result
+    ratios = [g / n for g, n in zip(times["grader"], times["nbgrader"])]
+    print(f"\n{unit}, reference submission, {rounds} alternating rounds (median wall; CPU of the process tree):")
+    for name, label in (("grader", "python -m grader grade X --json"), ("nbgrader", "nbgrader autograde"),
+                        ("imports", "the grader's start-up (imports)")):
+        print(f"  {label:34} {statistics.median(times[name]):6.2f} s  (CPU {statistics.median(cpu[name]):5.2f} s)")
+    print(f"  grader / nbgrader: x{statistics.median(times['grader']) / statistics.median(times['nbgrader']):.2f} "
+          f"(per round: {', '.join(f'{r:.2f}' for r in ratios)})")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("units", nargs="*", help="units to measure (default: all)")
+    parser.add_argument("--rounds", type=int, default=3, help="runs per measurement (median)")
+    parser.add_argument("--skip-cli", action="store_true", help="skip the command line against nbgrader")
+    parser.add_argument("--skip-class", action="store_true", help="skip the class of 20")
+    args = parser.parse_args()
+    units = args.units or course.units()
+    totals = {}
     for unit in units:
-        with redirect_stdout(StringIO()):
+        with redirect_stdout(StringIO()), redirect_stderr(StringIO()):   # the reference's plots and bars
             times = selfcheck_times(unit)
         name, slowest = max(times.items(), key=lambda kv: kv[1]) if times else ("-", 0.0)
-        seconds, score, max_score = grade_time(unit)
-        print(f"{unit:22} {name[:18]:>18} {slowest * 1000:8.1f} ms {seconds:8.1f} s ({score:g}/{max_score:g})")
-    class_times()
+        steps, total, score = breakdown(unit, args.rounds)
+        totals[unit] = total
+        own = sum(step.wall for step in steps if step.name in NOTEBOOK_OWN)
+        counted = [step for step in steps if not step.name.startswith("(")]
+        print(f"\n{unit}: graded {score} in {total:.2f} s (median of {args.rounds}, a worker's process); "
+              f"fixed cost {total - own:.2f} s, the notebook's own imports and cells {own:.2f} s; "
+              f"slowest self-check {name} {slowest * 1000:.1f} ms")
+        for step in steps:
+            print(f"  {step.name:32} {step.wall:6.2f} s wall {step.cpu:6.2f} s CPU")
+        print(f"  {'(sum of the steps)':32} {sum(step.wall for step in counted):6.2f} s")
+    if len(totals) > 1:
+        print("\nmedian wall per unit: " + ", ".join(f"{u[:2]} {t:.2f} s" for u, t in totals.items()))
+    if not args.skip_cli:
+        cli_against_nbgrader(args.rounds)
+    if not args.skip_class:
+        class_times()
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:] or course.units())
+    main()

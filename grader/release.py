@@ -15,7 +15,7 @@ import nbformat
 import torch
 
 from . import course, notebook, translation
-from .compare import DEFAULT_TOL, close, judge_to_plain
+from .compare import DEFAULT_TOL, EPS32, judge_to_plain
 from .selfcheck import encode
 from .spec import call_reads, collect, expected, learner_side_source, region_imports
 
@@ -80,12 +80,36 @@ FIXTURE_STEPS = DEFAULT_TOL
 
 
 def _close(a: float, b: float) -> bool:
-    """Two numbers of a fixture agree: an int with an int exactly, else as the checks compare
-    (compare.close: NaN with NaN, an infinity with the same one, within FIXTURE_STEPS steps)."""
+    """Two numbers of a fixture agree: an int with an int exactly, else as _close_all."""
     if isinstance(a, int) and isinstance(b, int):
         return a == b
-    return close(torch.tensor(float(a), dtype=torch.float64), torch.tensor(float(b), dtype=torch.float64),
-                 FIXTURE_STEPS)
+    return _close_all(torch.tensor(float(a), dtype=torch.float64), torch.tensor(float(b), dtype=torch.float64))
+
+
+def _close_all(stored: torch.Tensor, fresh: torch.Tensor) -> bool:
+    """Each pair of numbers agrees as the checks compare one number (compare.close): NaN with
+    NaN, an infinity with the same one, else within FIXTURE_STEPS float32 steps of max(1, |fresh|)."""
+    nan = stored.isnan()
+    if stored.shape != fresh.shape or not torch.equal(nan, fresh.isnan()):
+        return False
+    inf = stored.isinf() | fresh.isinf()
+    if not torch.equal(stored[inf], fresh[inf]):
+        return False
+    finite = ~(nan | inf)
+    a, b = stored[finite], fresh[finite]
+    return bool(((a - b).abs() <= FIXTURE_STEPS * EPS32 * b.abs().clamp(min=1.0)).all())
+
+
+def _whole_tensor_close(stored: list, fresh: list) -> bool:
+    """A tensor's values at once (a fixture holds some 120,000): True when they all agree, as
+    _close would find one by one; False when they do not, or are not a rectangular block."""
+    try:
+        a, b = torch.tensor(stored), torch.tensor(fresh)
+    except (TypeError, ValueError, RuntimeError):
+        return False
+    if not (a.is_floating_point() or b.is_floating_point()):
+        return torch.equal(a, b)
+    return _close_all(a.double(), b.double())
 
 
 def _short(value: Any, at: int = 0) -> str:
@@ -125,6 +149,8 @@ def same_fixture(stored: Any, fresh: Any, where: str = "", in_tensor: bool = Fal
     if isinstance(stored, list):
         if len(stored) != len(fresh):
             return f"{where}: {len(stored)} vs {len(fresh)} items"
+        if in_tensor and _whole_tensor_close(stored, fresh):
+            return None   # else one by one below, to say where they first differ
         return next((d for i, (a, b) in enumerate(zip(stored, fresh))
                      if (d := same_fixture(a, b, f"{where}[{i}]", in_tensor))), None)
     if isinstance(stored, str) and stored != fresh:
