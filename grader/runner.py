@@ -116,11 +116,12 @@ def run(src: str, out: str, cell_seconds: int, startup_seconds: int, output_byte
 
 
 def _save(nb, out: str) -> None:
-    """Write then rename, so a write cut short (file-size limit, kill) leaves the last good copy."""
-    import nbformat
-
+    """Write then rename, so a write cut short (file-size limit, kill) leaves the last good copy.
+    Plain JSON, neither validated nor pretty-printed: it is saved after every cell, and the
+    grader reads it with nbformat, which validates it once."""
     tmp = out + ".tmp"
-    nbformat.write(nb, tmp)
+    with open(tmp, "w", encoding="utf-8") as handle:
+        json.dump(nb, handle, ensure_ascii=False)
     os.replace(tmp, out)
 
 
