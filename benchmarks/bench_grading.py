@@ -15,9 +15,9 @@ grader's time goes.
    rounds of one run: `python -m grader grade X.ipynb --json` (sandboxed, verdicts outside)
    against `nbgrader autograde` (learner code and tests in one process), with the ratio of each
    round; and the start-up of the grader's own process.
-3. A class of 20 notebooks across all units (honest, wrong, hostile, broken) graded with one
-   worker and with two in the same run (wall times, speed-up, whether the scores are
-   identical), and the same class killed half-way and resumed.
+3. A class of 21 notebooks across all units (honest, wrong, hostile, broken) graded with one
+   worker and with two, in --class-rounds alternating rounds of one run (wall times, speed-up,
+   whether the scores are identical), and the same class killed half-way and resumed.
 """
 from __future__ import annotations
 
@@ -156,25 +156,41 @@ def mixed_class(root: Path) -> int:
     return len(list((root / "submitted").glob("*/*/*.ipynb")))
 
 
-def class_times(cell_seconds: int = 30) -> None:
-    """Grade the mixed class with 1 worker, then 2; then kill a run half-way and resume it."""
+def _busy_seconds() -> float:
+    """CPU seconds this machine's cores have been busy since it started, all processes (/proc/stat)."""
+    fields = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    idle = fields[3] + fields[4]   # idle and iowait
+    return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
+
+
+def class_times(rounds: int = 1, cell_seconds: int = 30) -> None:
+    """Grade the mixed class with 1 worker and with 2, in `rounds` alternating rounds (the order
+    swapped each round); then kill a run half-way and resume it."""
     from grader import settings
     from grader.batch import grade_folder
 
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         count = mixed_class(root)
-        times, scores = [], []
-        for workers in (1, 2):
-            start = time.perf_counter()
-            results, _ = grade_folder(root / "submitted", root, settings.load(cell_seconds, workers=workers),
-                                      regrade=True, progress=False)
-            times.append(time.perf_counter() - start)
-            scores.append({(r.student, r.notebook): r.score for r in results})
-        print(f"\nclass of {count} notebooks (honest, wrong, hostile, broken; all units):")
-        print(f"  1 worker  {times[0]:6.1f} s ({times[0] / count:.1f} s per notebook)")
-        print(f"  2 workers {times[1]:6.1f} s ({times[1] / count:.1f} s per notebook): speed-up x{times[0] / times[1]:.2f}; "
-              f"scores {'identical' if scores[0] == scores[1] else 'DIFFERENT'}")
+        times: dict[int, list[float]] = {1: [], 2: []}
+        cores: dict[int, list[float]] = {1: [], 2: []}
+        scores = []
+        for k in range(rounds):
+            for workers in ((1, 2) if k % 2 == 0 else (2, 1)):
+                start, busy = time.perf_counter(), _busy_seconds()
+                results, _ = grade_folder(root / "submitted", root, settings.load(cell_seconds, workers=workers),
+                                          regrade=True, progress=False)
+                times[workers].append(time.perf_counter() - start)
+                cores[workers].append((_busy_seconds() - busy) / times[workers][-1])
+                scores.append({(r.student, r.notebook): r.score for r in results})
+        one, two = statistics.median(times[1]), statistics.median(times[2])
+        ratios = ", ".join(f"{a / b:.2f}" for a, b in zip(times[1], times[2]))
+        print(f"\nclass of {count} notebooks (honest, wrong, hostile, broken; all units), {rounds} round(s), medians:")
+        print(f"  1 worker  {one:6.1f} s ({one / count:.1f} s per notebook), "
+              f"{statistics.median(cores[1]):.2f} cores busy on average")
+        print(f"  2 workers {two:6.1f} s ({two / count:.1f} s per notebook): speed-up x{one / two:.2f} (per round: "
+              f"{ratios}), {statistics.median(cores[2]):.2f} cores busy; "
+              f"scores {'identical' if all(s == scores[0] for s in scores) else 'DIFFERENT'}")
 
         command = [sys.executable, "-m", "grader", "grade", str(root / "submitted"), "--course-dir", str(root),
                    "--workers", "2", "--cell-timeout", str(cell_seconds), "--json"]
@@ -244,7 +260,8 @@ def main() -> None:
     parser.add_argument("units", nargs="*", help="units to measure (default: all)")
     parser.add_argument("--rounds", type=int, default=3, help="runs per measurement (median)")
     parser.add_argument("--skip-cli", action="store_true", help="skip the command line against nbgrader")
-    parser.add_argument("--skip-class", action="store_true", help="skip the class of 20")
+    parser.add_argument("--skip-class", action="store_true", help="skip the class")
+    parser.add_argument("--class-rounds", type=int, default=1, help="alternating rounds of the class (1 and 2 workers)")
     args = parser.parse_args()
     units = args.units or course.units()
     totals = {}
@@ -267,7 +284,7 @@ def main() -> None:
     if not args.skip_cli:
         cli_against_nbgrader(args.rounds)
     if not args.skip_class:
-        class_times()
+        class_times(args.class_rounds)
 
 
 if __name__ == "__main__":
