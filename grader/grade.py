@@ -108,14 +108,8 @@ def warm_modules(unit: str, language: str = "en") -> tuple[str, ...]:
     the hidden checks' calls: what the sandbox's kernel imports before the notebook arrives."""
     found = []
     for cell in preflight.released(unit, language).cells:
-        if cell.cell_type != "code":
-            continue
-        try:
-            tree = ast.parse("\n".join(line for line in cell.source.splitlines()
-                                       if not line.lstrip().startswith(("%", "!"))))
-        except SyntaxError:
-            continue
-        for node in tree.body:
+        tree = notebook.python_tree(cell.source) if cell.cell_type == "code" else None
+        for node in tree.body if tree else ():
             if isinstance(node, ast.Import):
                 found += [alias.name for alias in node.names]
             elif isinstance(node, ast.ImportFrom) and node.module and not node.level:

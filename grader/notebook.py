@@ -73,6 +73,17 @@ def exercises(source_nb) -> list[Exercise]:
     return found
 
 
+def python_tree(source: str):
+    """A code cell's source parsed as Python (an ast.Module), its IPython magics and shell
+    escapes left out; None when it is not valid Python."""
+    import ast
+
+    try:
+        return ast.parse("\n".join(line for line in source.splitlines() if not line.lstrip().startswith(("%", "!"))))
+    except SyntaxError:
+        return None
+
+
 def learner_names(source_nb) -> set[str]:
     """The names the learner's notebook defines at top level: its code cells with the hidden
     regions taken out (answers, given code, the learner's own cells)."""
@@ -82,11 +93,8 @@ def learner_names(source_nb) -> set[str]:
     for cell in source_nb.cells:
         if cell.cell_type != "code":
             continue
-        code = "\n".join(line for line in visible_source(cell.source).splitlines()
-                         if not line.lstrip().startswith(("%", "!")))  # IPython magics
-        try:
-            tree = ast.parse(code)
-        except SyntaxError:
+        tree = python_tree(visible_source(cell.source))
+        if tree is None:
             continue
         for node in ast.walk(tree):
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
