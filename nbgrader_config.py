@@ -1,6 +1,7 @@
 """nbgrader settings for this course. Run nbgrader commands from the repository root.
 
-solutions/<unit>/<unit>.ipynb are the instructor's source notebooks (one assignment per unit);
+solutions/<unit>/<unit>.ipynb are the instructor's source notebooks (one assignment per unit),
+made by `python -m grader release` from solutions/<unit>/<unit>.py, the file people edit;
 notebooks/<unit>/<unit>.ipynb are the student versions generated from them.
 """
 import os
@@ -19,6 +20,9 @@ c.CourseDirectory.release_directory = "notebooks"
 if os.environ.get("COURSE_LANG", "").lower().startswith("zh"):
     c.CourseDirectory.source_directory = "solutions-zh"
     c.CourseDirectory.release_directory = "notebooks-zh"
+
+# A unit's .py source holds the answers and hidden tests: never copied to the learners' release.
+c.CourseDirectory.ignore = [".ipynb_checkpoints", "*.pyc", "__pycache__", "feedback", "[0-9][0-9]_*.py"]
 
 c.ClearSolutions.code_stub = {"python": "# YOUR CODE HERE\nraise NotImplementedError()"}
 

@@ -58,7 +58,13 @@ def units() -> list[str]:
     return sorted(p.name for p in SOLUTIONS.iterdir() if p.is_dir() and not p.name.startswith((".", "_")))
 
 
+def source_text(unit: str) -> Path:
+    """The one source of a unit that people edit (see grader.source)."""
+    return SOLUTIONS / unit / f"{unit}.py"
+
+
 def source_notebook(unit: str, language: str = "en") -> Path:
+    """nbgrader's source notebook of a unit, made from its source_text by `python -m grader release`."""
     return EDITIONS[language].solutions / unit / f"{unit}.ipynb"
 
 

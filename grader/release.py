@@ -1,4 +1,5 @@
-"""Make the learner's material from the instructor's: notebooks/ (via nbgrader
+"""Make everything else from the units' sources, solutions/<unit>/<unit>.py (see grader.source):
+nbgrader's source notebooks beside them, the learner's notebooks/ (via nbgrader
 generate_assignment) and the self-check fixtures (the oracle run on each check's examples), and
 the same for every other edition, translated from the English source (see grader.translation):
 solutions-<language>/, notebooks-<language>/ and grader/fixtures/<language>/."""
@@ -14,7 +15,7 @@ from typing import Any
 import nbformat
 import torch
 
-from . import course, notebook, translation
+from . import course, notebook, source, translation
 from .compare import DEFAULT_TOL, EPS32, judge_to_plain
 from .selfcheck import encode
 from .spec import call_reads, collect, expected, learner_side_source, region_imports
@@ -49,7 +50,7 @@ def call_problems(unit: str, source_nb=None) -> list[str]:
     """Each `call` that reads a name the learner's process will not have: not its argument, a
     name of the learner's notebook, an import of its region or a builtin (the grader ships the
     call alone, with the region's imports)."""
-    source_nb = source_nb or notebook.read(course.source_notebook(unit))
+    source_nb = source_nb or source.unit_notebook(unit)
     learner = notebook.learner_names(source_nb)
     problems = []
     for exercise in notebook.exercises(source_nb):
@@ -167,8 +168,12 @@ def release(check: bool = False, units: list[str] | None = None) -> list[str]:
     units = units or course.units()
     with tempfile.TemporaryDirectory() as tmp:
         for unit in units:
-            problems += call_problems(unit)
-            source_nb = notebook.read(course.source_notebook(unit))
+            try:
+                source_nb = source.unit_notebook(unit)
+            except source.SourceError as error:
+                problems.append(str(error))
+                continue
+            problems += call_problems(unit, source_nb)
             problems += _release_edition(unit, course.EDITIONS["en"], source_nb, Path(tmp), check)
             for language in translation.LANGUAGES:
                 po, stale = translation.update(language, unit, source_nb, write=not check)
@@ -187,22 +192,22 @@ def release(check: bool = False, units: list[str] | None = None) -> list[str]:
 
 
 def _release_edition(unit: str, edition: course.Edition, source_nb, tmp: Path, check: bool) -> list[str]:
-    """One unit of one edition: its source notebook (another edition's is made from the English),
-    the student notebook nbgrader generates from it, and the self-checks' fixtures."""
+    """One unit of one edition: its source notebook (the English one made from the unit's .py
+    file, another edition's from the English), the student notebook nbgrader generates from it,
+    and the self-checks' fixtures."""
     problems: list[str] = []
     language = edition.language
-    source_dir = course.SOLUTIONS if language == "en" else tmp / f"solutions-{language}"
-    if language != "en":
-        made = source_dir / unit / f"{unit}.ipynb"
-        made.parent.mkdir(parents=True, exist_ok=True)
-        nbformat.write(source_nb, made)
-        shipped_source = course.source_notebook(unit, language)
-        if check:
-            if not shipped_source.exists() or shipped_source.read_bytes() != made.read_bytes():
-                problems.append(f"{_relative(shipped_source)} is out of date")
-        else:
-            shipped_source.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(made, shipped_source)
+    source_dir = tmp / f"solutions-{language}"
+    made = source_dir / unit / f"{unit}.ipynb"
+    made.parent.mkdir(parents=True, exist_ok=True)
+    nbformat.write(source_nb, made)
+    shipped_source = course.source_notebook(unit, language)
+    if check:
+        if not shipped_source.exists() or shipped_source.read_bytes() != made.read_bytes():
+            problems.append(f"{_relative(shipped_source)} is out of date")
+    else:
+        shipped_source.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(made, shipped_source)
     api = course.nbgrader_api(tmp / f"course-{language}", release_dir=tmp / f"release-{language}",
                               language=language, source_dir=source_dir)
     outcome = api.generate_assignment(unit, force=True)

@@ -1,6 +1,7 @@
 """A maintainer adds an exercise by following only the README's maintainer section: on a copy
-of the course, the README's example exercise goes into unit 01 with tools/nbsource.py, is
-released with `python -m grader release`, and a right and a wrong answer are graded."""
+of the course, the README's example exercise goes into unit 01's source, solutions/01_dot_product/
+01_dot_product.py, is released with `python -m grader release`, and a right and a wrong answer
+are graded."""
 from __future__ import annotations
 
 import json
@@ -67,17 +68,17 @@ def test_the_readme_example_exercise_releases_and_grades(tmp_path):
     shutil.rmtree(copy / "grader" / "fixtures")
     (copy / "grader" / "fixtures").mkdir()
 
-    # Steps 1-3 of the README: to-py, add the two cells, to-nb, release.
-    text = tmp_path / "u01.py"
-    source_nb = copy / "solutions" / UNIT / f"{UNIT}.ipynb"
-    run(copy, str(course.ROOT / "tools" / "nbsource.py"), "to-py", str(source_nb), str(text))
+    # Steps 1-3 of the README: add the two cells to the unit's .py file, release.
+    text = copy / "solutions" / UNIT / f"{UNIT}.py"
     text.write_text(text.read_text(encoding="utf-8").rstrip("\n") + "\n\n" + readme_example(), encoding="utf-8")
-    run(copy, str(course.ROOT / "tools" / "nbsource.py"), "to-nb", str(text), str(source_nb))
     # The English is released; the Chinese edition names the new texts it still lacks.
     untranslated = run(copy, "-m", "grader", "release", UNIT, ok=False)
     missing = [line for line in untranslated.stderr.splitlines() if line.startswith("translations/")]
     assert len(missing) == len(CHINESE) and all("is not translated" in line for line in missing), missing
     assert "mean_pool" in json.loads((copy / "grader" / "fixtures" / f"{UNIT}.json").read_text())
+    made = notebook.read(copy / "solutions" / UNIT / f"{UNIT}.ipynb")   # nbgrader's source, made from the .py
+    assert [c.id for c in made.cells][-2:] == ["u01_mean_pool", "u01_mean_pool_check"]
+    assert notebook.nbgrader_meta(made.cells[-1])["points"] == 1
 
     # Step 4: translate them, release again.
     texts = tmp_path / "u01.json"

@@ -18,11 +18,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from grader import course, notebook, translation  # noqa: E402
+from grader import source, translation  # noqa: E402
 
 
 def to_json(language: str, unit: str, path: Path) -> None:
-    po, _ = translation.update(language, unit, notebook.read(course.source_notebook(unit)))
+    po, _ = translation.update(language, unit, source.unit_notebook(unit))
     entries = [{"where": e.occurrences[0][1], "kind": e.comment, "english": e.msgid, "translation": e.msgstr,
                 **({"fuzzy": True, "previous": e.previous_msgid} if "fuzzy" in e.flags else {})} for e in po]
     path.write_text(json.dumps(entries, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
@@ -31,7 +31,7 @@ def to_json(language: str, unit: str, path: Path) -> None:
 
 def from_json(language: str, unit: str, path: Path) -> None:
     given = {e["english"]: e for e in json.loads(path.read_text(encoding="utf-8"))}
-    po, _ = translation.update(language, unit, notebook.read(course.source_notebook(unit)), write=False)
+    po, _ = translation.update(language, unit, source.unit_notebook(unit), write=False)
     for entry in po:
         if entry.msgid in given:
             entry.msgstr = given[entry.msgid].get("translation") or ""
@@ -45,10 +45,10 @@ def from_json(language: str, unit: str, path: Path) -> None:
 
 
 def check(language: str, unit: str) -> int:
-    source = notebook.read(course.source_notebook(unit))
-    po, _ = translation.update(language, unit, source, write=False)
+    source_nb = source.unit_notebook(unit)
+    po, _ = translation.update(language, unit, source_nb, write=False)
     problems = translation.catalogue_problems(po, language, unit)
-    problems += translation.code_problems(translation.translate(source, translation.table(po)), language, unit)
+    problems += translation.code_problems(translation.translate(source_nb, translation.table(po)), language, unit)
     for problem in problems:
         print(problem)
     print(f"{unit}: {len(po)} entries, {len(problems)} problems")
