@@ -372,7 +372,8 @@ def throughputs(data, vocab_size, device, rounds=5, steps=20, batch_size=BENCH_B
 
 def profile(data, vocab_size, device, steps=10, batch_size=BENCH_BATCH, rows=15):
     """The operators the taught model's training step spends its time on."""
-    from torch.profiler import ProfilerActivity, profile as torch_profile
+    from torch.profiler import ProfilerActivity
+    from torch.profiler import profile as torch_profile
 
     cfg = GPTConfig(vocab_size=vocab_size, **BENCH_CFG)
     torch.manual_seed(0)
@@ -417,8 +418,8 @@ def time_to_target(train, val, vocab_size, floor, device, args):
             eval_seconds += time.perf_counter() - t0
             elapsed = time.perf_counter() - start
             evals.append((step, elapsed, val_loss))
-            print(f"  step {step:5d}  {elapsed:7.1f} s  val {val_loss:.4f}  ({100 * (val_loss / floor - 1):+.1f}% vs floor)",
-                  flush=True)
+            print(f"  step {step:5d}  {elapsed:7.1f} s  val {val_loss:.4f}  "
+                  f"({100 * (val_loss / floor - 1):+.1f}% vs floor)", flush=True)
             if val_loss <= target:
                 reached = True
                 break
@@ -464,7 +465,8 @@ def main():
     median = {name: statistics.median(per_round) for name, per_round in speeds.items()}
     for name, per_round in speeds.items():
         print(f"   {name:27s} {median[name]:7,.0f} tokens/s {1000 * tokens_per_step / median[name]:5.1f} ms/step "
-              f"x{median[name] / median['minimal']:.2f} of minimal (rounds {', '.join(f'{v:,.0f}' for v in per_round)})")
+              f"x{median[name] / median['minimal']:.2f} of minimal "
+              f"(rounds {', '.join(f'{v:,.0f}' for v in per_round)})")
     for name in ("taught", "fast path"):
         ratios = [m / b for m, b in zip(speeds[name], speeds["minimal"])]
         print(f"   {name} / minimal per round: {', '.join(f'{r:.2f}' for r in ratios)}")

@@ -40,14 +40,17 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 import nbformat  # noqa: E402
+from reference import answers, reference_namespace, student_notebook  # noqa: E402
 
-from grader import course, gradebook  # noqa: E402
-from grader import notebook  # noqa: E402
+from grader import (  # noqa: E402
+    course,
+    gradebook,
+    notebook,  # noqa: E402
+)
 from grader.feedback import Feedback  # noqa: E402
 from grader.grade import grade_notebook  # noqa: E402
 from grader.selfcheck import FIXTURES, check  # noqa: E402
 from grader.stopwatch import Step, Stopwatch  # noqa: E402
-from reference import answers, reference_namespace, student_notebook  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOK_OWN = ("the notebook's imports", "cells", "self-checks", "hidden checks' calls")

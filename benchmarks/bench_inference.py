@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import math
 import statistics
 import time
@@ -72,7 +73,10 @@ def timed(fn, *args, **kwargs) -> tuple[object, float]:
 def positions_fed(model, fn, *args, **kwargs) -> int:
     """Token positions that go into `model` (counted at its token embedding) while fn runs."""
     count = [0]
-    hook = model.tok_emb.register_forward_hook(lambda m, inputs, out: count.__setitem__(0, count[0] + inputs[0].numel()))
+    def add(module, inputs, out):
+        count[0] += inputs[0].numel()
+
+    hook = model.tok_emb.register_forward_hook(add)
     try:
         fn(*args, **kwargs)
     finally:
@@ -152,7 +156,7 @@ def memory_part(u, args) -> None:
             cells = []
             for fn, kwargs in runs.values():
                 mib = peak_bytes(u, fn, q, k, v, **kwargs) / 2 ** 20
-                ms = 1000 * median_seconds(lambda: fn(q, k, v, **kwargs))
+                ms = 1000 * median_seconds(functools.partial(fn, q, k, v, **kwargs))
                 cells.append(f"{mib:8.2f} MiB {ms:7.1f} ms")
             difference = (u.online_softmax_attention(q, k, v, args.block, causal=True)
                           - u.full_attention(q, k, v, causal=True)).abs().max().item()

@@ -29,7 +29,7 @@ import math
 import random
 from collections import Counter
 from pathlib import Path
-from typing import NamedTuple, Optional, Protocol
+from typing import NamedTuple, Protocol
 
 DEFAULT_SEED = 1337
 TRAIN_LINES = 11_000
@@ -51,7 +51,7 @@ class Choose(Protocol):
     """
 
     def __call__(
-        self, options: Options, *, steers: bool = True, blind: Optional[Options] = None
+        self, options: Options, *, steers: bool = True, blind: Options | None = None
     ) -> str: ...
 
 
@@ -123,7 +123,7 @@ OUTCOMES: Options = (
 )
 
 
-def _emit(choose: Choose, text: str, blind: Optional[Options] = None) -> str:
+def _emit(choose: Choose, text: str, blind: Options | None = None) -> str:
     """A forced piece of text: a choice with a single option of probability 1."""
     return choose(((text, 1),), blind=blind)
 
@@ -244,7 +244,7 @@ def sample_line(rng: random.Random) -> LineSample:
     extras: list[float] = []
     copied = 0
 
-    def choose(options: Options, *, steers: bool = True, blind: Optional[Options] = None) -> str:
+    def choose(options: Options, *, steers: bool = True, blind: Options | None = None) -> str:
         nonlocal copied
         check_options(options)
         index = 0
@@ -297,7 +297,7 @@ def parse(text: str) -> tuple[float, list[str]]:
     chosen: list[str] = []
     log_probs: list[float] = []
 
-    def choose(options: Options, *, steers: bool = True, blind: Optional[Options] = None) -> str:
+    def choose(options: Options, *, steers: bool = True, blind: Options | None = None) -> str:
         nonlocal position
         check_options(options)
         # Prefix-freeness means at most one option can match here.
@@ -322,18 +322,18 @@ def parse(text: str) -> tuple[float, list[str]]:
 class _Pending(Exception):
     """Raised by the replaying callback when it reaches the next unresolved choice."""
 
-    def __init__(self, options: Options, steers: bool, blind: Optional[Options]) -> None:
+    def __init__(self, options: Options, steers: bool, blind: Options | None) -> None:
         super().__init__()
         self.options, self.steers, self.blind = options, steers, blind
 
 
-def _replay(path: tuple[int, ...]) -> tuple[str, Optional[_Pending]]:
+def _replay(path: tuple[int, ...]) -> tuple[str, _Pending | None]:
     """Run the process with the first choices fixed by ``path``; return the text
     so far and the next choice (None once the line is finished)."""
     parts: list[str] = []
     steps = iter(path)
 
-    def choose(options: Options, *, steers: bool = True, blind: Optional[Options] = None) -> str:
+    def choose(options: Options, *, steers: bool = True, blind: Options | None = None) -> str:
         index = next(steps, None)
         if index is None:
             raise _Pending(options, steers, blind)
@@ -467,7 +467,7 @@ def build(
     return train, val, stats
 
 
-def main(out_dir: Optional[Path | str] = None, seed: int = DEFAULT_SEED) -> dict:
+def main(out_dir: Path | str | None = None, seed: int = DEFAULT_SEED) -> dict:
     """Write train.txt, val.txt and corpus_stats.json into ``out_dir``
     (default: the folder of this file) and return the statistics."""
     out = Path(out_dir) if out_dir is not None else Path(__file__).resolve().parent

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Any, Iterable, NamedTuple
+from collections.abc import Iterable
+from typing import Any, NamedTuple
 
 import torch
 
@@ -40,7 +41,8 @@ def _shape(x: Any) -> tuple[int, ...]:
 def describe(x: Any) -> str:
     """A short description of a value for messages: 'tensor of shape (6, 3)', 'int 5'."""
     if isinstance(x, torch.Tensor):
-        return say("tensor of shape {shape} and dtype {dtype}", shape=_shape(x), dtype=str(x.dtype).replace("torch.", ""))
+        return say("tensor of shape {shape} and dtype {dtype}", shape=_shape(x),
+                   dtype=str(x.dtype).replace("torch.", ""))
     if isinstance(x, dict) and "__ndarray__" in x:
         return say("NumPy array of shape {shape}", shape=_shape(x["__ndarray__"]))
     if isinstance(x, dict) and "__error__" in x:
@@ -287,8 +289,8 @@ class Frequencies:
                        token=token[-1])
         distance = _tv(freq, want)
         if distance > self.max_tv:
-            return say("the sampled frequencies are far from the expected probabilities (total variation {distance:.3f})",
-                       distance=distance)
+            return say("the sampled frequencies are far from the expected probabilities "
+                       "(total variation {distance:.3f})", distance=distance)
         return None
 
 

@@ -47,7 +47,8 @@ def blank_result(path: Path, unit: str | None, student: str | None = None) -> No
     result = NotebookResult(notebook=str(path), unit=unit, student=student,
                             sandbox=sandbox.confinement().description, checksum=checksum(path))
     if unit:
-        result.exercises = [ExerciseResult(ex.grade_id, list(dict.fromkeys(s.name for s, _ in _specs(unit, ex.grade_id))),
+        result.exercises = [ExerciseResult(ex.grade_id,
+                                           list(dict.fromkeys(s.name for s, _ in _specs(unit, ex.grade_id))),
                                            ex.points) for ex in notebook.exercises(_source(unit))]
     return result
 
@@ -156,7 +157,8 @@ def _build(nb, unit: str, language: str, workdir: Path):
         elif cell.cell_type == "code":
             cells.append(nbformat.v4.new_code_cell(cell.source, metadata={"nbgrader": notebook.nbgrader_meta(cell)}))
         elif cell.cell_type == "markdown":  # the learner's prose stays in the feedback, never runs
-            cells.append(nbformat.v4.new_markdown_cell(cell.source, metadata={"nbgrader": notebook.nbgrader_meta(cell)}))
+            cells.append(nbformat.v4.new_markdown_cell(cell.source,
+                                                       metadata={"nbgrader": notebook.nbgrader_meta(cell)}))
     for gid in tests:
         if gid not in seen:
             cells += test_cells(gid)
@@ -192,7 +194,8 @@ def _judge(gid: str, unit: str, language: str, jobs, outcome) -> tuple[list[str]
         answers = next(e.answer_ids for e in notebook.exercises(_source(unit, language)) if e.grade_id == gid)
         for cell in outcome.executed.cells:
             if notebook.grade_id(cell) in answers and (error := _error_of(cell)) and error != NOT_REACHED:
-                messages.insert(0, say("your answer cell {cell!r} raised {error}", cell=notebook.grade_id(cell), error=error))
+                messages.insert(0, say("your answer cell {cell!r} raised {error}", cell=notebook.grade_id(cell),
+                                       error=error))
                 break
     return messages, mistake
 

@@ -6,8 +6,8 @@ import contextlib
 import hashlib
 import os
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 from . import course
 from .results import NotebookResult
@@ -85,8 +85,8 @@ def _one_process_at_a_time(db_url: str) -> Iterator[None]:
 
 
 def record(result: NotebookResult, db_url: str) -> None:
-    """Write one notebook's automatic scores (grading workers call it at once). Manual scores and comments given in Formgrader
-    live in other columns and are kept; grading again overwrites only the automatic scores."""
+    """Write one notebook's automatic scores (grading workers call it at once). Manual scores and comments given
+    in Formgrader live in other columns and are kept; grading again overwrites only the automatic scores."""
     from nbgrader.api import Gradebook
 
     if not (result.unit and result.student):

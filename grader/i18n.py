@@ -13,8 +13,8 @@ import contextlib
 import functools
 import json
 import os
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 ENGLISH = "en"
 MESSAGES = Path(__file__).resolve().parent / "fixtures"

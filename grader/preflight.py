@@ -86,7 +86,8 @@ def _read(path: Path, result: Preflight):
                             "(Edit > Clear Outputs of All Cells), save and submit it again")
         return None
     if not raw.strip():
-        result.rejection = f"{path.name} is empty ({len(raw)} bytes): the notebook was not saved before it was submitted"
+        result.rejection = (f"{path.name} is empty ({len(raw)} bytes): the notebook was not saved "
+                            "before it was submitted")
         return None
     try:
         data = json.loads(raw.decode("utf-8"))

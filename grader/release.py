@@ -178,8 +178,8 @@ def release(check: bool = False, units: list[str] | None = None) -> list[str]:
             for language in translation.LANGUAGES:
                 po, stale = translation.update(language, unit, source_nb, write=not check)
                 if check and stale:
-                    problems.append(f"translations/{language}/{unit}.po does not match the English of solutions/{unit}: "
-                                    "run `python -m grader release` to bring it up to date")
+                    problems.append(f"translations/{language}/{unit}.po does not match the English of "
+                                    f"solutions/{unit}: run `python -m grader release` to bring it up to date")
                 problems += translation.catalogue_problems(po, language, unit)
                 translated = translation.edition(source_nb, language, translation.table(po))
                 problems += translation.code_problems(translated, language, unit)
@@ -260,7 +260,8 @@ def _strays(units: list[str]) -> list[str]:
     problems = []
     for edition in course.EDITIONS.values():
         names = {p.stem for p in edition.fixtures.glob("*.json")} - {"messages"}
-        problems += [f"{_relative(edition.fixtures)}/{name}.json belongs to no unit" for name in sorted(names - set(course.units()))]
+        problems += [f"{_relative(edition.fixtures)}/{name}.json belongs to no unit"
+                     for name in sorted(names - set(course.units()))]
         for folder in {edition.notebooks, edition.solutions} - {course.SOLUTIONS}:
             if folder.is_dir():
                 extra = {p.name for p in folder.iterdir() if p.is_dir()} - set(course.units())

@@ -57,7 +57,7 @@ class NotebookResult:
         return {**asdict(self), "score": self.score, "max_score": self.max_score}
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> "NotebookResult":
+    def from_json(cls, data: dict[str, Any]) -> NotebookResult:
         data = {k: v for k, v in data.items() if k not in ("score", "max_score")}
         data["exercises"] = [ExerciseResult(**e) for e in data.get("exercises", [])]
         return cls(**data)

@@ -24,12 +24,13 @@ from .i18n import say
 
 
 def capped_notice(output_bytes: int) -> str:
-    return "\n" + say("[the grader kept only the first {kib} KiB of this cell's output]", kib=output_bytes // 1024) + "\n"
+    kept = say("[the grader kept only the first {kib} KiB of this cell's output]", kib=output_bytes // 1024)
+    return "\n" + kept + "\n"
 
 
 def run(src: str, out: str, cell_seconds: int, startup_seconds: int, output_bytes: int, warm: list[str]) -> int:
     marks: dict = {}
-    from jupyter_client.manager import AsyncKernelManager   # the kind nbclient makes for itself
+    from jupyter_client.manager import AsyncKernelManager  # the kind nbclient makes for itself
     from jupyter_core.utils import run_sync
 
     km = AsyncKernelManager(kernel_name="python3")
@@ -79,8 +80,8 @@ def run(src: str, out: str, cell_seconds: int, startup_seconds: int, output_byte
         kernel = km.provisioner.pid
         marks["kernel"], marks["kernel_start_cpu"] = time.time(), _cpu_seconds(kernel)
         if warm:  # imports that bind no name: the learner's namespace stays a fresh kernel's
-            warming = client.kc.execute("for _m in %r:\n    try:\n        __import__(_m)\n    except Exception:\n"
-                                        "        pass\ndel _m" % (warm,), silent=True, store_history=False)
+            warming = client.kc.execute(f"for _m in {warm!r}:\n    try:\n        __import__(_m)\n"
+                                        "    except Exception:\n        pass\ndel _m", silent=True, store_history=False)
             with contextlib.suppress(Exception):   # a slow import only means a slower first cell
                 client.wait_for_reply(warming)
         marks["warm"], marks["kernel_warm_cpu"] = time.time(), _cpu_seconds(kernel)

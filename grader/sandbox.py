@@ -53,7 +53,7 @@ class Outcome:
     executed: object        # the notebook as far as it ran, or None
     problem: str | None     # why it stopped early, if it did
     seconds: float
-    timing: "Timing | None" = None
+    timing: Timing | None = None
 
 
 @dataclass(frozen=True)
@@ -74,7 +74,7 @@ class Timing:
     #                                                "calls"), wall seconds, kernel CPU seconds
 
     @classmethod
-    def read(cls, workdir: Path, started: float) -> "Timing | None":
+    def read(cls, workdir: Path, started: float) -> Timing | None:
         try:
             data = json.loads(read_scratch(Path(workdir) / "timing.json", 1 * MiB))
             return cls(started=started, **{**data, "cells": tuple(tuple(c) for c in data["cells"])})
@@ -304,8 +304,8 @@ class Sandbox:
                                      str(self.workdir / "executed.ipynb"), str(limits.cell_seconds),
                                      str(limits.startup_seconds), str(limits.output_bytes), ",".join(warm)]
         self.started = time.time()
-        self.proc = subprocess.Popen(command, cwd=self.workdir, env=_environment(self.workdir), stdin=subprocess.DEVNULL,
-                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        self.proc = subprocess.Popen(command, cwd=self.workdir, env=_environment(self.workdir),
+                                     stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                      preexec_fn=lambda: _limits(limits, processes))
         self.log = _Log(self.proc.stdout)
 
@@ -336,7 +336,7 @@ class Sandbox:
         _stop(self.proc)
         self.log.join(timeout=5)
 
-    def __enter__(self) -> "Sandbox":
+    def __enter__(self) -> Sandbox:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -413,7 +413,8 @@ def _watch(proc: subprocess.Popen, log: _Log, workdir: Path, limits: Limits, sta
     try:
         while proc.poll() is None:
             if time.monotonic() - start > limits.notebook_seconds:
-                problem = say("the notebook ran longer than {seconds} s and was stopped", seconds=limits.notebook_seconds)
+                problem = say("the notebook ran longer than {seconds} s and was stopped",
+                              seconds=limits.notebook_seconds)
                 break
             if _folder_bytes(workdir) > limits.scratch_bytes:
                 problem = say("the notebook wrote more than {mib} MiB of files and was stopped",

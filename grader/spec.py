@@ -25,8 +25,9 @@ import ast
 import contextlib
 import inspect
 import warnings
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any
 
 import torch
 
@@ -299,7 +300,8 @@ def collect(source: str) -> list[Spec]:
     for node in tree.body:
         if _is_run(node):
             specs = ast.List(elts=list(node.value.args), ctx=ast.Load())
-            node = ast.Expr(ast.Call(ast.Attribute(ast.Name("__specs__", ast.Load()), "extend", ast.Load()), [specs], []))
+            node = ast.Expr(ast.Call(ast.Attribute(ast.Name("__specs__", ast.Load()), "extend", ast.Load()),
+                                     [specs], []))
         body.append(node)
     module = ast.fix_missing_locations(ast.Module(body=body, type_ignores=[]))
     namespace: dict[str, Any] = {"__name__": "hidden_checks", "__specs__": []}
@@ -364,11 +366,13 @@ def load_params(module: torch.nn.Module, state: dict[str, torch.Tensor]) -> torc
         if missing:
             parts.append(say("missing: {names}", names=", ".join(f"{n} {expected[n]}" for n in missing)))
         if extra:
-            hint = say(" (a mask belongs in register_buffer, not nn.Parameter)") if any("mask" in n for n in extra) else ""
+            hint = (say(" (a mask belongs in register_buffer, not nn.Parameter)")
+                    if any("mask" in n for n in extra) else "")
             parts.append(say("unexpected: {names}{hint}", names=", ".join(f"{n} {found[n]}" for n in extra), hint=hint))
         if wrong:
             parts.append(say("wrong shape: {names}", names=", ".join(
-                say("{name} is {found}, expected {expected}", name=n, found=found[n], expected=expected[n]) for n in wrong)))
+                say("{name} is {found}, expected {expected}", name=n, found=found[n],
+                    expected=expected[n]) for n in wrong)))
         parts.append(say("the exercise asks for: {names}", names=", ".join(f"{n} {s}" for n, s in expected.items())))
         raise NotAsAsked(say("{module}'s parameter names or shapes are not the ones the exercise asks for; {parts}",
                              module=type(module).__name__, parts="; ".join(parts)))
@@ -422,7 +426,8 @@ def dropout_seen() -> Iterator[DropoutLog]:
     def sdpa_seen(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, **kwargs):
         if dropout_p > 0:  # the weights it would drop: the same call with the identity as values
             eye = torch.eye(key.shape[-2], dtype=value.dtype, device=value.device)
-            seen(sdpa(query, key, eye.expand(*value.shape[:-2], -1, -1), attn_mask, 0.0, is_causal, **kwargs), dropout_p)
+            seen(sdpa(query, key, eye.expand(*value.shape[:-2], -1, -1), attn_mask, 0.0, is_causal, **kwargs),
+                 dropout_p)
         return sdpa(query, key, value, attn_mask, 0.0, is_causal, **kwargs)
 
     saved = [(F, "dropout", F.dropout), (torch, "dropout", torch.dropout), (F, "scaled_dot_product_attention", sdpa)]

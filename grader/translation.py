@@ -28,9 +28,9 @@ import difflib
 import io
 import re
 import tokenize
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 from . import notebook
 
@@ -430,7 +430,8 @@ def catalogue_problems(po, language: str, unit: str) -> list[str]:
 def fields(text: str) -> set[str]:
     """What a translation must keep: f-string fields ({n}), inline code (`x`) and maths ($x$).
     An English plural ending, {'s' * (n > 1)}, may go."""
-    kept = {f for f in re.findall(r"(?<!\{)\{[^{}\s][^{}]*\}(?!\})", text) if not re.match(r"\{['\"]s['\"] (\*|if )", f)}
+    kept = {f for f in re.findall(r"(?<!\{)\{[^{}\s][^{}]*\}(?!\})", text)
+            if not re.match(r"\{['\"]s['\"] (\*|if )", f)}
     kept |= set(re.findall(r"`[^`\n]+`", text))
     kept |= set(re.findall(r"\$[^$\n]+\$", text))
     return kept
@@ -513,7 +514,8 @@ def code_problems(translated_nb, language: str, unit: str) -> list[str]:
         try:
             ast.parse(code)
         except SyntaxError as error:
-            line = code.splitlines()[error.lineno - 1] if error.lineno and error.lineno <= len(code.splitlines()) else ""
+            line = (code.splitlines()[error.lineno - 1]
+                    if error.lineno and error.lineno <= len(code.splitlines()) else "")
             out.append(f"translations/{language}/{unit}.po breaks the code of {_where(cell, index)}: {error.msg} "
                        f"in {line.strip()[:80]!r}")
     return out
@@ -524,7 +526,8 @@ def code_problems(translated_nb, language: str, unit: str) -> list[str]:
 # The first code cell of another edition: its self-checks and plots in that language. Read-only,
 # so nbgrader's autograde restores it if a learner deletes it.
 LANGUAGE_CELLS = {
-    "zh": 'from grader.i18n import use_language\n\nuse_language("zh")  # 自检与评分反馈用中文，图中的中文用中文字体显示',
+    "zh": 'from grader.i18n import use_language\n\n'
+          'use_language("zh")  # 自检与评分反馈用中文，图中的中文用中文字体显示',
 }
 
 

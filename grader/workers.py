@@ -11,11 +11,11 @@ from __future__ import annotations
 import functools
 import multiprocessing
 import zlib
+from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 from tqdm import tqdm
 
@@ -35,7 +35,8 @@ class Submission:
     notes: tuple[str, ...] = ()       # what the listing noticed, for the result's flags
 
     def autograded(self, course_root: Path) -> Path:
-        return course_root / "autograded" / self.student / (self.unit or "unknown") / f"{self.unit or self.path.stem}.ipynb"
+        return (course_root / "autograded" / self.student / (self.unit or "unknown")
+                / f"{self.unit or self.path.stem}.ipynb")
 
 
 def submissions(folder: Path, shard: tuple[int, int] | None = None) -> list[Submission]:

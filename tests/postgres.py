@@ -18,8 +18,8 @@ import shlex
 import shutil
 import subprocess
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 
@@ -105,7 +105,8 @@ class Server:
         # listen_addresses='' opens no TCP port at all; -k puts the socket (and its lock file)
         # in our folder. fsync off: a test database need not survive a power cut.
         self.run("pg_ctl", "start", "-D", str(self.data), "-w", "-t", str(_TIMEOUT), "-l", str(self.log),
-                 "-o", f"-c listen_addresses='' -k {shlex.quote(str(self.sockets))} -c fsync=off -c full_page_writes=off")
+                 "-o", f"-c listen_addresses='' -k {shlex.quote(str(self.sockets))} -c fsync=off "
+                       "-c full_page_writes=off")
 
     def create_database(self, name: str) -> str:
         self.run("createdb", "-h", str(self.sockets), "-U", USER, name)

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from reference import student_notebook
 
 from grader import course, notebook
-from reference import student_notebook
 
 
 def nbgrader_autograde(unit: str, notebooks: dict[str, object], course_root: Path,

@@ -11,8 +11,9 @@ import time
 from pathlib import Path
 
 import nbformat
-from grader import course, notebook
 from reference import answers, student_notebook
+
+from grader import course, notebook
 
 UNIT = "01_dot_product"
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 import torch
+from reference import load_script, reference_namespace
 
 from grader import course, notebook
-from reference import load_script, reference_namespace
 
 
 def _bench():

@@ -28,7 +28,8 @@ README_PICTURE = ROOT / "docs" / "self-check-mistake.png"
 CHROMIUM = os.environ.get("CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
 UNITS = sorted(p.name for p in (ROOT / "notebooks").iterdir() if p.is_dir())
 
-playwright = pytest.importorskip("playwright.sync_api", reason="the browser test needs Playwright: pip install -e '.[test]'")
+playwright = pytest.importorskip("playwright.sync_api",
+                                 reason="the browser test needs Playwright: pip install -e '.[test]'")
 pytestmark = pytest.mark.skipif(
     CHROMIUM is None, reason="Chromium is not installed (Debian: apt-get install chromium); the browser test "
                              "drives the system's Chromium and never downloads one")

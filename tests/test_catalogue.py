@@ -6,12 +6,12 @@ from __future__ import annotations
 import importlib
 import pkgutil
 
-import pytest
-
 import catalogue
+import pytest
+from reference import answers, exercise_for, reference_namespace
+
 from grader.selfcheck import check
 from grader.spec import CheckFailed, collect, evaluate, learner_side_source
-from reference import answers, exercise_for, reference_namespace
 
 ENTRIES = []
 for info in pkgutil.iter_modules(catalogue.__path__):

@@ -8,7 +8,6 @@ from pathlib import Path
 import pytest
 import torch
 import torch.nn.functional as F
-
 from reference import load_script
 
 DATA = Path(__file__).resolve().parents[1] / "data"

@@ -4,7 +4,20 @@ from __future__ import annotations
 import pytest
 import torch
 
-from grader.compare import Exact, Float, Frequencies, Mistake, Number, Numpy, Tensor, Tuple, close, judge_from_plain, judge_to_plain, tensor_message
+from grader.compare import (
+    Exact,
+    Float,
+    Frequencies,
+    Mistake,
+    Number,
+    Numpy,
+    Tensor,
+    Tuple,
+    close,
+    judge_from_plain,
+    judge_to_plain,
+    tensor_message,
+)
 from grader.spec import load_params, to_plain
 
 WANT = torch.tensor([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]])
@@ -102,4 +115,5 @@ def test_load_params_lists_expected_and_found_names():
     with pytest.raises(ValueError) as info:
         load_params(module, {"W.weight": torch.zeros(2, 3)})
     text = str(info.value)
-    assert "missing: W.weight (2, 3)" in text and "unexpected: bias (2,), weight (2, 3)" in text and "register_buffer" not in text
+    assert ("missing: W.weight (2, 3)" in text and "unexpected: bias (2,), weight (2, 3)" in text
+            and "register_buffer" not in text)

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from fractions import Fraction
 from pathlib import Path
-from typing import Callable, Optional
 
 import pytest
-
 from reference import load_script
 
 DATA = Path(__file__).resolve().parents[1] / "data"
@@ -47,7 +46,7 @@ class _Stop(Exception):
         self.options = options
 
 
-def _run(process: Callable, path: tuple[int, ...]) -> tuple[str, Optional[tuple]]:
+def _run(process: Callable, path: tuple[int, ...]) -> tuple[str, tuple | None]:
     """Text produced by the choices in ``path`` and the next choice (None if done)."""
     parts: list[str] = []
     steps = iter(path)

@@ -29,7 +29,8 @@ def result(student: str, points: list[float]) -> NotebookResult:
     exercises = notebook.exercises(notebook.read(course.source_notebook(UNIT)))
     assert [e.grade_id for e in exercises] == CHECKS and len(points) == len(exercises)
     return NotebookResult(f"submitted/{student}/{UNIT}/{UNIT}.ipynb", UNIT, student,
-                          [ExerciseResult(e.grade_id, [], e.points, p, p == e.points, "passed" if p == e.points else "wrong")
+                          [ExerciseResult(e.grade_id, [], e.points, p, p == e.points,
+                                          "passed" if p == e.points else "wrong")
                            for e, p in zip(exercises, points)])
 
 

@@ -10,9 +10,9 @@ import sys
 
 import nbformat
 import pytest
+from reference import answers, student_notebook
 
 from grader import course, notebook
-from reference import answers, student_notebook
 
 UNIT = "01_dot_product"
 FULL = 5.0
@@ -26,7 +26,8 @@ def _with_answer(gid_suffix: str, code: str, language: str = "en"):
 
 def _submissions():
     subs = {"honest": student_notebook(UNIT)}
-    subs["cosine"] = _with_answer("dot_product", "def dot_product(a, b):\n    return (a * b).sum() / (a.norm() * b.norm())")
+    subs["cosine"] = _with_answer("dot_product",
+                                  "def dot_product(a, b):\n    return (a * b).sum() / (a.norm() * b.norm())")
     # Turns every later cell into `pass`: full marks under plain nbgrader.
     subs["transformer"] = _with_answer("dot_product", "def dot_product(a, b):\n    return a.sum()\n"
                                        "get_ipython().input_transformers_post.append(lambda lines: ['pass\\n'])")
@@ -42,8 +43,8 @@ def _submissions():
     subs["exits"] = _with_answer("similarity_matrix", "import os\nos._exit(1)")
     subs["loops"] = _with_answer("dot_product", "def dot_product(a, b):\n    while True:\n        pass")
     # The same two in the Chinese edition, in the same class.
-    subs["cosine-zh"] = _with_answer("dot_product", "def dot_product(a, b):\n    return (a * b).sum() / (a.norm() * b.norm())",
-                                     "zh")
+    subs["cosine-zh"] = _with_answer("dot_product",
+                                     "def dot_product(a, b):\n    return (a * b).sum() / (a.norm() * b.norm())", "zh")
     subs["loops-zh"] = _with_answer("dot_product", "def dot_product(a, b):\n    while True:\n        pass", "zh")
     copied = student_notebook(UNIT)
     test_cell = next(c for c in copied.cells if notebook.grade_id(c) == "u01_dot_product_check")

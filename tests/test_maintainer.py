@@ -38,7 +38,8 @@ CHINESE = {
         "词元向量的均值：(T, d) -> (d,)，或 (B, T, d) -> (B, d)。",
     "average over the tokens, the last-but-one dimension": "对词元求平均，也就是倒数第二个维度",
     "random x of shape {shape}": "形状为 {shape} 的随机 x",
-    "you added the token vectors up: divide the sum by the number of tokens": "你把词元向量加起来了：还要把和除以词元的个数",
+    "you added the token vectors up: divide the sum by the number of tokens":
+        "你把词元向量加起来了：还要把和除以词元的个数",
     "you averaged over the features (the last dimension) instead of over the tokens":
         "你对特征（最后一个维度）求了平均，而不是对词元求平均",
 }

@@ -6,9 +6,9 @@ import json
 
 import nbformat
 import pytest
+from reference import student_notebook
 
 from grader import course, notebook, preflight
-from reference import student_notebook
 
 UNIT = "01_dot_product"
 TEST = "u01_dot_product_check"

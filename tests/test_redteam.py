@@ -28,16 +28,16 @@ import textwrap
 import time
 import uuid
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 import nbformat
 import pytest
+from reference import answers, student_notebook
 
 from grader import course, notebook, sandbox
 from grader.spec import collect, learner_side_source
-from reference import answers, student_notebook
 
 # Without the sandbox these submissions would really write into the repository, read the
 # solutions and fork-bomb the machine: the red team runs only where bubblewrap works.

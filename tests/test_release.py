@@ -1,9 +1,8 @@
 """notebooks/ and the self-check fixtures are generated from solutions/ and kept in sync."""
 from __future__ import annotations
 
-import dataclasses
-
 import copy
+import dataclasses
 import functools
 import json
 import math
@@ -113,7 +112,7 @@ def test_a_fixture_rounded_differently_in_the_last_bits_is_in_sync(unit):
     steps were measured with PyTorch's unvectorised kernels (see release.FIXTURE_STEPS)."""
     stored = _fixture(unit)
     for steps in (1, -1, 100):
-        moved = _map_floats(stored, lambda v: _float32_steps(v, steps) if math.isfinite(v) else v)
+        moved = _map_floats(stored, lambda v, steps=steps: _float32_steps(v, steps) if math.isfinite(v) else v)
         assert moved != stored and same_fixture(stored, moved) is None
 
 

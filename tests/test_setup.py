@@ -34,7 +34,8 @@ def test_environment_yml_lists_the_same_packages_as_pyproject():
     wanted = list(dict.fromkeys(_normalise(project["dependencies"] + extras["test"] + extras["postgres"])))
     listed = _normalise(_pip_section_of_environment_yml())
     assert sorted(set(listed)) == sorted(wanted)
-    assert len(listed) == len(set(listed)), f"listed twice in environment.yml: {sorted({r for r in listed if listed.count(r) > 1})}"
+    assert len(listed) == len(set(listed)), ("listed twice in environment.yml: "
+                                             f"{sorted({r for r in listed if listed.count(r) > 1})}")
 
 
 def test_nbformat_imports_without_compiling_grammars():
@@ -42,7 +43,8 @@ def test_nbformat_imports_without_compiling_grammars():
     import compile rfc3987-syntax's grammars (seconds of CPU). The pin in pyproject.toml keeps it out."""
     probe = "import sys, nbformat; print(sorted(m for m in ('lark', 'rfc3987_syntax') if m in sys.modules))"
     loaded = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
-    assert loaded.strip() == "[]", f"importing nbformat loaded {loaded.strip()}: see the jsonschema pin in pyproject.toml"
+    assert loaded.strip() == "[]", (f"importing nbformat loaded {loaded.strip()}: "
+                                    "see the jsonschema pin in pyproject.toml")
 
 
 def test_environment_yml_pins_the_python_the_course_needs():

@@ -8,7 +8,7 @@ import inspect
 import torch
 
 import grader.inputs
-from grader.spec import Case, Mistake, Number, Spec, attempt, collect, evaluate, run
+from grader.spec import Case, Number, Spec, attempt, collect, evaluate, run
 
 REGION = '''
 import torch
@@ -125,7 +125,8 @@ def test_dropout_seen_records_what_dropout_is_applied_to_however_the_calls_are_s
         out = F.scaled_dot_product_attention(q, k, v, dropout_p=0.3, is_causal=True)
     assert torch.allclose(out, F.scaled_dot_product_attention(q, k, v, is_causal=True))
     assert torch.allclose(fused_kernel.values().float(), torch.softmax(
-        (q @ k.mT / 2).masked_fill(torch.ones(5, 5, dtype=torch.bool).triu(1), float("-inf")), -1).flatten().sort().values,
+        (q @ k.mT / 2).masked_fill(torch.ones(5, 5, dtype=torch.bool).triu(1),
+                                   float("-inf")), -1).flatten().sort().values,
         atol=1e-6)
     assert F.dropout(torch.ones(1000), 0.5).eq(0).any()               # restored afterwards
 

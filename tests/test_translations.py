@@ -76,14 +76,16 @@ def test_the_editions_check_the_same_values(unit):
 
 
 def test_the_grader_speaks_the_language_asked_for(monkeypatch):
-    from grader.compare import Tensor
     import torch
+
+    from grader.compare import Tensor
 
     monkeypatch.delenv("COURSE_LANG", raising=False)
     wrong_shape = Tensor()(torch.zeros(2, 3), torch.zeros(3, 2), [])
     assert wrong_shape == "expected shape (3, 2), got (2, 3) — the last two dimensions are swapped"
     with i18n.language(LANGUAGE):
-        assert Tensor()(torch.zeros(2, 3), torch.zeros(3, 2), []) == "形状应为 (3, 2)，得到的是 (2, 3) —— 最后两个维度对调了"
+        assert (Tensor()(torch.zeros(2, 3), torch.zeros(3, 2), [])
+                == "形状应为 (3, 2)，得到的是 (2, 3) —— 最后两个维度对调了")
     monkeypatch.setenv("COURSE_LANG", "zh_CN")
     assert i18n.current() == LANGUAGE
 
@@ -117,7 +119,8 @@ def test_a_chinese_label_is_drawn_with_chinese_glyphs(tmp_path, monkeypatch):
     monkeypatch.setenv("COURSE_LANG", LANGUAGE)   # what use_language sets, undone after the test
     saved = dict(matplotlib.rcParams)
     # UPDATE_SCREENSHOTS=1 keeps the picture in docs/, as the browser test does its own.
-    target = course.ROOT / "docs" / "chinese-plot.png" if os.environ.get("UPDATE_SCREENSHOTS") else tmp_path / "plot.png"
+    target = (course.ROOT / "docs" / "chinese-plot.png" if os.environ.get("UPDATE_SCREENSHOTS")
+              else tmp_path / "plot.png")
     try:
         i18n.use_language(LANGUAGE)
         scores = torch.tensor([[10.0, 8, 5], [7, 12, 9], [6, 8, 15]])   # unit 05's I / love / coding

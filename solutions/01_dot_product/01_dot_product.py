@@ -113,6 +113,7 @@ from grader.selfcheck import check
 check("dot_product")
 ### BEGIN HIDDEN TESTS
 import torch
+
 from grader.inputs import JOURNEY
 from grader.spec import Case, Mistake, Number, Spec, forbid, run
 
@@ -185,6 +186,7 @@ from grader.selfcheck import check
 check("attention_scores_for")
 ### BEGIN HIDDEN TESTS
 import torch
+
 from grader.inputs import journey
 from grader.spec import Case, Mistake, Spec, run
 
@@ -259,6 +261,7 @@ from grader.selfcheck import check
 check("similarity_matrix")
 ### BEGIN HIDDEN TESTS
 import torch
+
 from grader.inputs import journey
 from grader.spec import Case, Mistake, Spec, run
 
@@ -368,6 +371,7 @@ check("cosine_similarity_matrix")
 ### BEGIN HIDDEN TESTS
 import torch
 import torch.nn.functional as F
+
 from grader.inputs import journey
 from grader.spec import Case, Mistake, Spec, run
 

@@ -168,6 +168,7 @@ from grader.selfcheck import check
 check("softmax")
 ### BEGIN HIDDEN TESTS
 import torch
+
 from grader.inputs import JOURNEY
 from grader.spec import Case, Mistake, Spec, forbid, run
 
@@ -419,6 +420,7 @@ from grader.selfcheck import check
 check("simple_self_attention")
 ### BEGIN HIDDEN TESTS
 import torch
+
 from grader.inputs import journey
 from grader.spec import Case, Mistake, Spec, Tuple, run
 
@@ -560,6 +562,7 @@ except ValueError:
 assert raised_value_error, "softmax_with_temperature(logits, 0.0) must raise ValueError: a temperature must be > 0"
 ### BEGIN HIDDEN TESTS
 import torch
+
 from grader.spec import Case, Exact, Mistake, Spec, run
 
 SEED_LOGITS = torch.log(torch.tensor([0.1001, 0.2297, 0.1732, 0.0311, 0.4659]))
@@ -704,6 +707,7 @@ from grader.selfcheck import check
 check("prefix_average_loop")
 ### BEGIN HIDDEN TESTS
 import torch
+
 from grader.inputs import journey
 from grader.spec import Case, Mistake, Spec, run
 
@@ -811,6 +815,7 @@ from grader.selfcheck import check
 check("prefix_average_matmul")
 ### BEGIN HIDDEN TESTS
 import torch
+
 from grader.inputs import journey
 from grader.spec import Case, Mistake, Spec, run
 

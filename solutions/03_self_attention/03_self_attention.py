@@ -245,6 +245,7 @@ check("attention_numpy")
 import math
 
 import torch
+
 from grader.spec import Case, Mistake, Numpy, Spec, run
 
 SEED_X = torch.tensor([[1.0, 0.0, 1.0, 0.0], [0.0, 2.0, 0.0, 2.0], [1.0, 1.0, 1.0, 1.0]], dtype=torch.float64)
@@ -439,6 +440,7 @@ import math
 
 import torch
 import torch.nn.functional as F
+
 from grader.inputs import QKV, linear_state
 from grader.spec import Case, Mistake, Spec, build, run
 
@@ -658,6 +660,7 @@ import math
 
 import torch
 import torch.nn.functional as F
+
 from grader.inputs import linear_state
 from grader.spec import Case, Mistake, Spec, build, run
 

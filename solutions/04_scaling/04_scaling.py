@@ -159,6 +159,7 @@ check("dot_product_variance")
 import math
 
 import torch
+
 from grader.spec import Case, Exact, Float, Mistake, Spec, run
 
 
@@ -343,6 +344,7 @@ check("attention_entropy")
 import math
 
 import torch
+
 from grader.spec import Case, Mistake, Spec, run
 
 
@@ -565,6 +567,7 @@ import math
 
 import torch
 import torch.nn.functional as F
+
 from grader.spec import Case, Mistake, Spec, Tuple, run
 
 SDPA_Q = torch.tensor([[1.0, 0.0, 2.0], [2.0, 2.0, 2.0], [2.0, 1.0, 3.0]])

@@ -204,6 +204,7 @@ from grader.selfcheck import check
 check("causal_mask")
 ### BEGIN HIDDEN TESTS
 import torch
+
 from grader.spec import Case, Exact, Mistake, Spec, run
 
 
@@ -309,6 +310,7 @@ from grader.selfcheck import check
 check("causal_attention_weights")
 ### BEGIN HIDDEN TESTS
 import torch
+
 from grader.spec import Case, Mistake, Spec, run
 
 LOVE_SCORES = torch.tensor([[10.0, 8.0, 5.0], [7.0, 12.0, 9.0], [6.0, 8.0, 15.0]])
@@ -555,6 +557,7 @@ from grader.selfcheck import check
 check("renormalize_after_mask")
 ### BEGIN HIDDEN TESTS
 import torch
+
 from grader.spec import Case, Mistake, Spec, run
 
 LOVE_SCORES = torch.tensor([[10.0, 8.0, 5.0], [7.0, 12.0, 9.0], [6.0, 8.0, 15.0]])
@@ -726,6 +729,7 @@ check("CausalAttention")
 ### BEGIN HIDDEN TESTS
 import torch
 import torch.nn.functional as F
+
 from grader.inputs import JOURNEY, QKV, linear_state
 from grader.spec import Case, Mistake, Spec, build, dropout_seen, run
 
@@ -974,6 +978,7 @@ check("is_causal")
 ### BEGIN HIDDEN TESTS
 import torch
 import torch.nn as nn
+
 from grader.spec import Case, Exact, Mistake, Spec, run
 
 IS_CAUSAL_SCENARIOS = {
@@ -1130,6 +1135,7 @@ from grader.selfcheck import check
 check("padding_mask")
 ### BEGIN HIDDEN TESTS
 import torch
+
 from grader.spec import Case, Exact, Mistake, Spec, run
 
 
@@ -1298,6 +1304,7 @@ check("is_permutation_equivariant")
 import math
 
 import torch
+
 from grader.spec import Case, Exact, Mistake, Spec, run
 
 EQUIVARIANCE_SCENARIOS = {

@@ -201,6 +201,7 @@ check("MultiHeadAttentionWrapper")
 import math
 
 import torch
+
 from grader.inputs import JOURNEY, QKV, linear_state
 from grader.spec import Case, Mistake, Spec, build, dropout_seen, run
 
@@ -442,6 +443,7 @@ check("split_heads")
 check("merge_heads")
 ### BEGIN HIDDEN TESTS
 import torch
+
 from grader.spec import Case, Mistake, Spec, run
 
 HEADS_LABELS = torch.tensor([[[100 * t + 10 * h + j for h in (1, 2) for j in (1, 2, 3)] for t in (1, 2, 3)]],
@@ -643,6 +645,7 @@ import math
 
 import torch
 import torch.nn.functional as F
+
 from grader.inputs import JOURNEY, QKV, linear_state
 from grader.spec import Case, Exact, Mistake, Spec, build, dropout_seen, run
 
@@ -1025,7 +1028,7 @@ seeds = (1,) if QUICK else (0, 1, 2)  # under grading: one seed whose two heads 
 runs = {(num_heads, seed): train_lookup(num_heads, seed, steps) for num_heads in (1, 2) for seed in seeds}
 
 fig, ax = plt.subplots(figsize=(7, 3.5))
-for (num_heads, seed), (model, losses) in runs.items():
+for (num_heads, seed), (_model, losses) in runs.items():
     label = f"{num_heads} head{'s' if num_heads > 1 else ''} of width {WIDTH // num_heads}" if seed == seeds[0] else None
     ax.plot(losses, color="tab:red" if num_heads == 1 else "tab:blue", alpha=0.7, label=label)
 ax.axhline(0.5, color="gray", linestyle=":", label="one fixed weighted average (see below)")
@@ -1201,6 +1204,7 @@ import math
 
 import torch
 import torch.nn as nn
+
 from grader.inputs import QKV, linear_state
 from grader.spec import Case, Mistake, Spec, Tuple, attempt, build, run
 

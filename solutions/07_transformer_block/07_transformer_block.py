@@ -199,6 +199,7 @@ check("LayerNorm")
 ### BEGIN HIDDEN TESTS
 import torch
 import torch.nn.functional as F
+
 from grader.spec import Case, Mistake, Spec, build, run
 
 LN_EXAMPLE = torch.tensor([[[2.0, 4.0, 6.0, 8.0], [1.0, 1.0, 1.0, 5.0], [0.5, -1.5, 2.5, 0.0]],
@@ -374,6 +375,7 @@ import math
 
 import torch
 import torch.nn.functional as F
+
 from grader.spec import Case, Mistake, Spec, run
 
 
@@ -500,6 +502,7 @@ check("FeedForward")
 ### BEGIN HIDDEN TESTS
 import torch
 import torch.nn.functional as F
+
 from grader.inputs import linear_state
 from grader.spec import Case, Mistake, Spec, build, run
 
@@ -834,6 +837,7 @@ import math
 
 import torch
 import torch.nn.functional as F
+
 from grader.inputs import QKV, linear_state
 from grader.spec import Case, DropoutLog, Mistake, Spec, build, dropout_seen, run
 

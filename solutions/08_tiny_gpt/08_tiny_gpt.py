@@ -223,6 +223,7 @@ from grader.selfcheck import check
 check("CharTokenizer")
 ### BEGIN HIDDEN TESTS
 import torch
+
 from grader.spec import Case, Exact, Mistake, Spec, run
 
 
@@ -361,6 +362,7 @@ from grader.selfcheck import check
 check("get_batch")
 ### BEGIN HIDDEN TESTS
 import torch
+
 from grader.spec import Case, Exact, Mistake, NotAsAsked, Spec, run
 
 
@@ -659,6 +661,7 @@ import math
 
 import torch
 import torch.nn.functional as F
+
 from grader.inputs import QKV, linear_state
 from grader.spec import Case, Mistake, NotAsAsked, Spec, Tuple, build, dropout_seen, run
 
@@ -884,6 +887,7 @@ check("gpt_param_count")
 import numbers
 
 import torch
+
 from grader.spec import Case, Exact, Mistake, NotAsAsked, Spec, run
 
 PARTS = ("tok_emb", "pos_emb", "att", "ff", "norms", "blocks", "final_norm", "out_head", "total")
@@ -1116,6 +1120,7 @@ import math
 
 import torch
 import torch.nn.functional as F
+
 from grader.spec import Case, Exact, Mistake, NotAsAsked, Spec, Tuple, run
 
 
@@ -1744,6 +1749,7 @@ from grader.selfcheck import check
 check("sample_next_token")
 ### BEGIN HIDDEN TESTS
 import torch
+
 from grader.spec import Case, Exact, Frequencies, Mistake, NotAsAsked, Spec, run
 
 FIVE_TOKENS = torch.tensor([[0.10014858, 0.22968848, 0.17318473, 0.03110688, 0.46587133]]).log()
@@ -1947,6 +1953,7 @@ check("generate")
 import types
 
 import torch
+
 from grader.spec import Case, Exact, Mistake, Spec, run
 
 

@@ -432,6 +432,7 @@ from grader.selfcheck import check
 check("KVCache")
 ### BEGIN HIDDEN TESTS
 import torch
+
 from grader.spec import Case, Mistake, Spec, Tuple, run
 
 PARTS = ("; parts: 0 the keys and 1 the values the last append returned, 2 len(cache) when new, after each "
@@ -590,6 +591,7 @@ import math
 
 import torch
 import torch.nn.functional as F
+
 from grader.inputs import QKV, linear_state
 from grader.spec import Case, Mistake, Spec, Tuple, build, run
 
@@ -769,6 +771,7 @@ import math
 
 import torch
 import torch.nn.functional as F
+
 from grader.inputs import QKV, linear_state
 from grader.spec import Case, Exact, Mistake, Spec, Tensor, build, run
 
@@ -998,6 +1001,7 @@ check("generate_cached")
 ### BEGIN HIDDEN TESTS
 import torch
 import torch.nn.functional as F
+
 from grader.inputs import QKV, linear_state
 from grader.spec import Case, Exact, Mistake, Spec, build, run
 
@@ -1487,6 +1491,7 @@ import torch
 import torch.nn.functional as F
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
+
 from grader.spec import Case, Exact, Mistake, Spec, Tensor, run
 
 

@@ -341,7 +341,8 @@ def attention_numpy(x, w_query, w_key, w_value):
     Alternative("torch.matmul with .mT and F.softmax", S, "import torch.nn.functional as F\n" + self_forward("""
         return torch.matmul(F.softmax(torch.matmul(q, k.mT) * k.shape[-1] ** -0.5, dim=-1), v)
 """)),
-    Alternative("F.scaled_dot_product_attention inside the module", S, "import torch.nn.functional as F\n" + self_forward("""
+    Alternative("F.scaled_dot_product_attention inside the module", S,
+                "import torch.nn.functional as F\n" + self_forward("""
         return F.scaled_dot_product_attention(q, k, v)
 """)),
     Alternative("unsqueeze to a batch, bmm, squeeze back; a scale buffer", S, """

@@ -7,7 +7,7 @@ M = "u05_causal_mask"
 W = "u05_causal_attention_weights"
 R = "u05_renormalize_after_mask"
 C = "u05_causal_attention"
-I = "u05_is_causal"
+IC = "u05_is_causal"
 P = "u05_padding_mask"
 Q = "u05_is_permutation_equivariant"
 
@@ -199,27 +199,28 @@ def renormalize_after_mask(weights):
                                     "dim=-1).masked_fill(self.mask.bool()[:num_tokens, :num_tokens], 0.0))"),
             "without renormalising"),
     # --- is_causal
-    Mistake("is_causal that never fails (always True)", I, """
+    Mistake("is_causal that never fails (always True)", IC, """
 def is_causal(module, num_tokens, d_in, trials=3):
     return True
 """, "no mask at all"),
-    Mistake("is_causal that always fails", I, """
+    Mistake("is_causal that always fails", IC, """
 def is_causal(module, num_tokens, d_in, trials=3):
     return False
 """, "said False for a causal attention module"),
-    Mistake("is_causal that compares all outputs, not only the earlier ones", I,
+    Mistake("is_causal that compares all outputs, not only the earlier ones", IC,
             _ic(compare="torch.allclose(module(changed), base, rtol=1e-5, atol=1e-5)"),
             "said False for a causal attention module"),
-    Mistake("is_causal with exact equality", I, _ic(compare="torch.equal(module(changed)[:, :t + 1], base[:, :t + 1])"),
+    Mistake("is_causal with exact equality", IC,
+            _ic(compare="torch.equal(module(changed)[:, :t + 1], base[:, :t + 1])"),
             "causal up to float32 rounding"),
-    Mistake("is_causal with a loose tolerance (atol=1e-2)", I,
+    Mistake("is_causal with a loose tolerance (atol=1e-2)", IC,
             _ic(compare="torch.allclose(module(changed)[:, :t + 1], base[:, :t + 1], atol=1e-2)"), "small leak"),
-    Mistake("is_causal with a single split in the middle", I, _ic(positions="[num_tokens // 2 - 1]"),
+    Mistake("is_causal with a single split in the middle", IC, _ic(positions="[num_tokens // 2 - 1]"),
             "leak from the last token"),
-    Mistake("is_causal that only changes the last token", I, _ic(changed="-1:"), "leak from the second token"),
-    Mistake("is_causal without eval() (dropout on)", I, _ic(to_eval="pass"), "probe it in eval() mode"),
-    Mistake("is_causal in train mode not restored", I, _ic(restore="pass"), "left the module in eval() mode"),
-    Mistake("is_causal that always ends with module.train()", I, _ic(restore="module.train()"),
+    Mistake("is_causal that only changes the last token", IC, _ic(changed="-1:"), "leak from the second token"),
+    Mistake("is_causal without eval() (dropout on)", IC, _ic(to_eval="pass"), "probe it in eval() mode"),
+    Mistake("is_causal in train mode not restored", IC, _ic(restore="pass"), "left the module in eval() mode"),
+    Mistake("is_causal that always ends with module.train()", IC, _ic(restore="module.train()"),
             "switched a module that was in eval() mode to train()"),
     # --- is_permutation_equivariant
     Mistake("is_permutation_equivariant that never fails (always True)", Q, """
@@ -242,7 +243,8 @@ def is_permutation_equivariant(fn, num_tokens, d, trials=3):
             "said False for self-attention without positions"),
     Mistake("exact equality", Q, _pe(compare="torch.equal(fn(x[:, perm]), fn(x)[:, perm])"),
             "equivariant up to float32 rounding"),
-    Mistake("a loose tolerance (atol=1e-2)", Q, _pe(compare="torch.allclose(fn(x[:, perm]), fn(x)[:, perm], atol=1e-2)"),
+    Mistake("a loose tolerance (atol=1e-2)", Q,
+            _pe(compare="torch.allclose(fn(x[:, perm]), fn(x)[:, perm], atol=1e-2)"),
             "missed a small dependence on the order"),
     Mistake("only the sums over the tokens compared", Q,
             _pe(compare="torch.allclose(fn(x[:, perm]).sum(1), fn(x).sum(1), rtol=1e-5, atol=1e-5)"),
@@ -375,7 +377,7 @@ class CausalAttention(nn.Module):
         scores = torch.where(self.mask[:T, :T], scores, torch.finfo(scores.dtype).min)
         return self.dropout(scores.softmax(-1)) @ v
 """),
-    Alternative("perturb each future position separately", I, """
+    Alternative("perturb each future position separately", IC, """
 def is_causal(module, num_tokens, d_in, trials=3):
     mode = module.training
     module.eval()
@@ -393,7 +395,7 @@ def is_causal(module, num_tokens, d_in, trials=3):
     module.train(mode)
     return ok
 """),
-    Alternative("try/finally, batched trials, relative tolerance via isclose", I, """
+    Alternative("try/finally, batched trials, relative tolerance via isclose", IC, """
 def is_causal(module, num_tokens, d_in, trials=3):
     previous = module.training
     try:
@@ -409,7 +411,7 @@ def is_causal(module, num_tokens, d_in, trials=3):
     finally:
         module.train(previous)
 """),
-    Alternative("autograd's Jacobian: no output may depend on a later input", I, """
+    Alternative("autograd's Jacobian: no output may depend on a later input", IC, """
 def is_causal(module, num_tokens, d_in, trials=3):
     was_training = module.training
     module.eval()

@@ -235,8 +235,10 @@ def merge_heads(x):
     Mistake("returns (context, weights) like the seed article", M, _forward(
         "return self.out_proj(ctx)", "return self.out_proj(ctx), w"), "return the context tensor only"),
     Mistake("dropout on the context instead of the weights", M, _forward(
-        "w = self.dropout(torch.softmax(scores, dim=-1))\n        ctx = (w @ v).transpose(1, 2).contiguous().view(B, T, self.d_out)",
-        "w = torch.softmax(scores, dim=-1)\n        ctx = self.dropout((w @ v).transpose(1, 2).contiguous().view(B, T, self.d_out))"),
+        "w = self.dropout(torch.softmax(scores, dim=-1))\n"
+        "        ctx = (w @ v).transpose(1, 2).contiguous().view(B, T, self.d_out)",
+        "w = torch.softmax(scores, dim=-1)\n"
+        "        ctx = self.dropout((w @ v).transpose(1, 2).contiguous().view(B, T, self.d_out))"),
             "dropout to the merged context"),
     Mistake("dropout on the output", M, _forward(
         "w = self.dropout(torch.softmax(scores, dim=-1))", "w = torch.softmax(scores, dim=-1)").replace(
@@ -254,7 +256,8 @@ def merge_heads(x):
                                              "w = torch.softmax(scores, dim=-1)"),
             "same as in eval mode"),
     Mistake("F.dropout that is also on in eval()", M, "import torch.nn.functional as F\n" + _forward(
-        "w = self.dropout(torch.softmax(scores, dim=-1))", "w = F.dropout(torch.softmax(scores, dim=-1), self.dropout.p)"),
+        "w = self.dropout(torch.softmax(scores, dim=-1))",
+        "w = F.dropout(torch.softmax(scores, dim=-1), self.dropout.p)"),
             "in eval() mode your output is random"),
 
     # --- Exercise 4: to_torch_mha --------------------------------------------------------------
@@ -399,7 +402,8 @@ def merge_heads(x):
         w = self.dropout(scores.softmax(dim=-1))
         return self.out_proj(merge_heads(torch.einsum("bhqk,bhkd->bhqd", w, v)))
 """)),
-    Alternative("F.scaled_dot_product_attention, is_causal, dropout only in training", M, "import torch.nn.functional as F\n" + _mha("""
+    Alternative("F.scaled_dot_product_attention, is_causal, dropout only in training", M,
+                "import torch.nn.functional as F\n" + _mha("""
     def forward(self, x):
         B, T, _ = x.shape
         q = self.W_query(x).reshape(B, T, self.num_heads, self.head_dim).permute(0, 2, 1, 3)

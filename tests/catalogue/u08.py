@@ -265,7 +265,8 @@ def get_batch(data, block_size, batch_size, generator=None):
             gpt(loss="loss = F.cross_entropy(torch.softmax(logits, -1).view(B * T, -1), targets.view(B * T))"),
             "softmax before F.cross_entropy"),
     Mistake("targets shifted again inside forward", GPT,
-            gpt(loss="loss = F.cross_entropy(logits[:, :-1].reshape(-1, logits.shape[-1]), targets[:, 1:].reshape(-1))"),
+            gpt(loss="loss = F.cross_entropy(logits[:, :-1].reshape(-1, logits.shape[-1]), "
+                     "targets[:, 1:].reshape(-1))"),
             "shifted the targets inside forward"),
     Mistake("out_head with a bias", GPT, gpt().replace("cfg.vocab_size, bias=False)", "cfg.vocab_size)"),
             "unexpected: out_head.bias"),

@@ -191,7 +191,8 @@ class KVCache:
             forward(positions="torch.arange(t, device=idx.device)"), "positions 0, 1, ... again"),
     Mistake("no check of the context length", FWD, forward(check="pass"), "raised an IndexError"),
     # --- generate_cached
-    Mistake("a sliding cache: the oldest entry dropped, the rest kept", GEN, generator_code(feed='''if len(caches[0]) == 0:
+    Mistake("a sliding cache: the oldest entry dropped, the rest kept", GEN,
+            generator_code(feed='''if len(caches[0]) == 0:
                     new = idx[:, -C:]
                 else:
                     if len(caches[0]) == C:
