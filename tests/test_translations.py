@@ -168,14 +168,15 @@ def test_release_check_fails_when_the_english_changes_and_passes_once_the_transl
             if path.stem not in (unit, "messages"):
                 path.unlink()
 
-    source = copy / "solutions" / unit / f"{unit}.ipynb"
-    nb = notebook.read(source)
+    nb = notebook.read(copy / "solutions" / unit / f"{unit}.ipynb")
     cell = next(c for c in nb.cells if c.cell_type == "markdown" and c.source.startswith("## 1. Words as vectors"))
     old = cell.source
     cell.source = old.replace("we use three, so we can draw them", "we use three, so that we can draw them")
-    import nbformat
-
-    nbformat.write(nb, source)
+    source = copy / "solutions" / unit / f"{unit}.py"   # the unit's one source
+    text = source.read_text(encoding="utf-8")
+    assert text.count("we use three, so we can draw them") == 1
+    source.write_text(text.replace("we use three, so we can draw them", "we use three, so that we can draw them"),
+                      encoding="utf-8")
     stale = "".join(run(copy, "-m", "grader", "release", "--check", unit, ok=False)[1:])
     assert f"translations/zh/{unit}.po does not match the English" in stale
     assert "markdown at cell 2 ('## 1. Words as vectors…') is fuzzy: its English changed" in stale, stale
