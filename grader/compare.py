@@ -101,18 +101,44 @@ def _fmt(t: torch.Tensor, n: int = 6) -> str:
     return "[" + ", ".join(vals) + (", ...]" if t.numel() > n else "]")
 
 
+class NotWritten(str):
+    """The message for code that still raises NotImplementedError: an answer not written yet,
+    or typed but not run (or not valid Python), which leaves the stub's `raise` in the kernel.
+    `function` is the learner function that raised it, by qualified name ("KVCache.__init__"),
+    "" when unknown: `spec.failure_text` tells by it the exercise checked from an earlier one."""
+    function: str
+
+    def __new__(cls, text: str, function: str = "") -> NotWritten:
+        message = super().__new__(cls, text)
+        message.function = function
+        return message
+
+
 def error_message(got: Any) -> str | None:
-    """The message for a result that is an error raised by the learner's code."""
+    """The message for a result that is an error raised by the learner's code (see
+    `spec.error_value`): where it was raised, worded in the learner's language."""
     if not (isinstance(got, dict) and "__error__" in got):
         return None
-    text = got["__error__"]
-    if text.startswith("NotImplementedError"):
-        where = text.split(":")[0].removeprefix("NotImplementedError in ")
-        function = say(" ({function} still raises it)", function=where) if where != "NotImplementedError" else ""
-        return say("not written yet: replace `raise NotImplementedError()` with your code{function}", function=function)
-    if text.startswith("NotAsAsked: "):  # the check's glue found the learner's object of another form
-        return text.removeprefix("NotAsAsked: ")
-    return say("it raised {error}", error=text)
+    text = str(got["__error__"])
+    error, _, detail = text.partition(": ")
+    where, line = got.get("where"), got.get("line")   # plain data the learner's process sent: check its kind
+    where, line = (where if isinstance(where, str) else None), (line if type(line) is int else None)
+    if error == "NotImplementedError":
+        if where:
+            return NotWritten(say("not written yet: replace `raise NotImplementedError()` in {function} with your "
+                                  "code, then run that cell (Shift+Enter)", function=where), where)
+        return NotWritten(say("not written yet: replace `raise NotImplementedError()` with your code, "
+                              "then run that cell (Shift+Enter)"))
+    if error == "NotAsAsked":  # the check's glue found the learner's object of another form
+        return detail
+    if where and line:
+        message = say("it raised {error} in {function} (line {line} of its cell): {text}", error=error,
+                      function=where, line=line, text=detail)
+    elif where:
+        message = say("it raised {error} in {function}: {text}", error=error, function=where, text=detail)
+    else:
+        return say("it raised {error}", error=text)
+    return message if detail else message.rstrip(": \uff1a")   # an error without a text: no colon after it
 
 
 def tensor_message(got: Any, want: torch.Tensor, mistakes: Mistakes = (),
@@ -231,9 +257,9 @@ class Tuple(Tensor):
         for i, (g, w) in enumerate(zip(got, want)):
             known = _part(mistakes, i)
             msg = tensor_message(g, w, known, self.steps)
-            if msg:
-                return msg if msg in {m.message for m in known} else say("part {i} of the returned tuple: {message}",
-                                                                         i=i, message=msg)
+            if msg:  # a known mistake, or code not written yet, says it all; another message names the part
+                named = msg in {m.message for m in known} or isinstance(msg, NotWritten)
+                return msg if named else say("part {i} of the returned tuple: {message}", i=i, message=msg)
         return None
 
 

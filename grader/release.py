@@ -168,6 +168,7 @@ def release(check: bool = False, units: list[str] | None = None) -> list[str]:
     units = units or course.units()
     with tempfile.TemporaryDirectory() as tmp:
         for unit in units:
+            problems += source.install_problems(course.source_text(unit), check)
             try:
                 source_nb = source.unit_notebook(unit)
             except source.SourceError as error:

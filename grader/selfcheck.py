@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
 
 import torch
 
+from . import progress
 from .compare import Mistake, judge_from_plain
 from .i18n import current, say
 from .spec import CheckFailed, attempt, failure_text
@@ -69,9 +71,64 @@ def _fixtures(language: str) -> dict[str, Any]:
     return entries
 
 
+@functools.cache
+def exercises() -> dict[str, list[str]]:
+    """The exercises that have a self-check, by unit, in the course's order."""
+    out: dict[str, list[str]] = {}
+    for path in sorted(p for p in FIXTURES.glob("[0-9][0-9]_*.json")):
+        names = json.loads(path.read_text(encoding="utf-8"))
+        out[path.stem] = list(dict.fromkeys(key.split(" #")[0] for key in names))
+    return out
+
+
+def unit_of(name: str) -> str:
+    return next((unit for unit, names in exercises().items() if name in names), "")
+
+
 def entries_for(name: str) -> list[dict[str, Any]]:
     """The stored checks of `name`: its first check, then any further ones ("name #2", ...)."""
     return [entry for key, entry in _fixtures(current()).items() if key == name or key.startswith(f"{name} #")]
+
+
+def _bring_into_view() -> None:
+    """Run All stops at the first failed self-check, but JupyterLab leaves the learner at the bottom
+    of the notebook: scroll this cell's output into view (in a notebook's kernel, not under nbgrader)."""
+    try:
+        from IPython import get_ipython
+        from IPython.display import Javascript, display
+    except ImportError:
+        return
+    shell = get_ipython()
+    if shell is None or type(shell).__name__ != "ZMQInteractiveShell" or os.environ.get("NBGRADER_EXECUTION"):
+        return
+    display(Javascript(_SCROLL_TO_THIS_CELL))
+
+
+# For about 8 s (plots above keep rendering, and JupyterLab moves to the last cell once Run All
+# ends), whenever this cell is out of view, scroll it back; a learner who scrolls or types ends it.
+_SCROLL_TO_THIS_CELL = """
+const cell = element.closest('.jp-Cell') || element;
+let ticks = 0;
+const stop = () => { ticks = 20; };
+window.addEventListener('wheel', stop, {once: true});
+window.addEventListener('keydown', stop, {once: true});
+const timer = setInterval(() => {
+  if (++ticks > 20) {
+    clearInterval(timer);
+    window.removeEventListener('wheel', stop);
+    window.removeEventListener('keydown', stop);
+    return;
+  }
+  const box = cell.getBoundingClientRect();
+  if (box.bottom < 0 || box.top > window.innerHeight) cell.scrollIntoView({block: 'center'});
+}, 400);
+"""
+
+
+def _not_written(got: Any) -> bool:
+    """Whether the learner's code still raises NotImplementedError (on one of its parts)."""
+    parts = got if isinstance(got, (tuple, list)) else (got,)
+    return any(isinstance(p, dict) and str(p.get("__error__", "")).startswith("NotImplementedError") for p in parts)
 
 
 def check(name: str, namespace: dict[str, Any] | None = None) -> None:
@@ -84,6 +141,7 @@ def check(name: str, namespace: dict[str, Any] | None = None) -> None:
     entries = entries_for(name)
     if not entries:
         raise KeyError(f"no self-check is stored for {name!r}")
+    unit = unit_of(name)
     if name not in namespace:
         raise CheckFailed(say("{name} is not defined: run the cell where you wrote it first", name=name))
     count = 0
@@ -97,10 +155,17 @@ def check(name: str, namespace: dict[str, Any] | None = None) -> None:
             mistakes = [Mistake(message, decode(value)) for message, value in case["mistakes"]]
             message = judge(got, decode(case["want"]), mistakes)
             if message:
-                raise CheckFailed(failure_text(name, case["label"], message)) from None
+                text = failure_text(name, case["label"], message)
+                if not _not_written(got):
+                    progress.record(name, unit, progress.FAIL, text)
+                    progress.show(unit)
+                _bring_into_view()
+                raise CheckFailed(text) from None
             count += 1
     if count > 1:
         print(say("\u2713 {name}: right on {count} examples. The graded tests also try other inputs and shapes.",
                   name=name, count=count))
     else:
         print(say("\u2713 {name}: right on 1 example. The graded tests also try other inputs and shapes.", name=name))
+    progress.record(name, unit, progress.PASS)
+    progress.show(unit)

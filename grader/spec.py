@@ -31,7 +31,7 @@ from typing import Any
 
 import torch
 
-from .compare import Exact, Float, Frequencies, Judge, Mistake, Number, Numpy, Tensor, Tuple
+from .compare import Exact, Float, Frequencies, Judge, Mistake, NotWritten, Number, Numpy, Tensor, Tuple
 from .i18n import say
 
 __all__ = ["Case", "Spec", "Mistake", "run", "attempt", "load_params", "build", "dropout_seen", "forbid",
@@ -155,30 +155,47 @@ class NotAsAsked(ValueError):
 
 # Code objects of the checks' own glue: an error is located in learner code, never here.
 _GLUE_FILES = ("<self-check>", "<check call>", "<hidden checks>")
+# Code objects that are not a function the learner named.
+_ANONYMOUS = ("<module>", "<lambda>", "<listcomp>", "<dictcomp>", "<setcomp>", "<genexpr>")
 
 
-def _learner_function(exc: BaseException) -> str | None:
-    """The learner's function in which `exc` was raised: the innermost frame of notebook code
-    (cells have no file on disk), or None when it came from elsewhere."""
+def _in_notebook(filename: str) -> bool:
+    """Whether code compiled from `filename` was written in the notebook. A cell has no file on
+    disk: IPython names it <ipython-input-...> or, in ipykernel, /tmp/ipykernel_<pid>/<hash>.py,
+    a file that only its debugger writes out."""
     import os
 
-    tb, name = exc.__traceback__, None
+    if filename in _GLUE_FILES or filename.startswith("<frozen "):
+        return False
+    return os.path.basename(os.path.dirname(filename)).startswith("ipykernel_") or not os.path.exists(filename)
+
+
+def _learner_frame(exc: BaseException) -> tuple[str, int | None] | None:
+    """Where in the learner's code `exc` was raised: the innermost frame of a function written in
+    the notebook, as (its qualified name, e.g. "KVCache.__init__", the line it was at, counted
+    in its cell), or None when the error came from elsewhere."""
+    tb, found = exc.__traceback__, None
     while tb is not None:
         code = tb.tb_frame.f_code
-        if code.co_filename not in _GLUE_FILES and not os.path.exists(code.co_filename) \
-                and code.co_name not in ("<module>", "<lambda>", "<listcomp>", "<genexpr>"):
-            name = code.co_name
+        if _in_notebook(code.co_filename) and code.co_name not in _ANONYMOUS:
+            found = code.co_qualname.replace(".<locals>", ""), tb.tb_lineno
         tb = tb.tb_next
-    return name
+    return found
 
 
 def error_value(exc: BaseException) -> dict:
-    """An error as the judges read it: "ValueError: text", "ValueError in sample_next_token:
-    text" when it was raised inside a learner function, or "NotAsAsked: text"."""
+    """An error as the judges read it: {"__error__": "ValueError: text"}, with "where" (the
+    learner function it was raised in, by qualified name) and "line" (its line in its cell)
+    when it was raised inside the learner's code; {"__error__": "NotAsAsked: text"} for a check's
+    own NotAsAsked. The judges word it in the learner's language (`compare.error_message`)."""
     text = str(exc).strip().splitlines()
-    where = _learner_function(exc)
-    kind = type(exc).__name__ + (f" in {where}" if where and not isinstance(exc, NotAsAsked) else "")
-    return {"__error__": f"{kind}: {text[0][:600] if text else ''}".rstrip(": ")}
+    value = {"__error__": f"{type(exc).__name__}: {text[0][:600] if text else ''}".rstrip(": ")}
+    found = None if isinstance(exc, NotAsAsked) else _learner_frame(exc)
+    if found:
+        value["where"] = found[0]
+        if isinstance(found[1], int) and found[1] > 0:
+            value["line"] = found[1]
+    return value
 
 
 def clone_args(value: Any) -> Any:
@@ -227,8 +244,18 @@ def call_inputs(spec: Spec, cases: list[Case]) -> list[tuple[str, tuple, dict]]:
 # --- the verdict ----------------------------------------------------------------------------
 
 def failure_text(name: str, label: str, message: str) -> str:
-    """What a learner reads when a check fails: the name checked, the case, what is wrong."""
-    return say("{name} ({label}): {message}", name=name, label=label, message=message)
+    """What a learner reads when a check fails: the name checked, what is wrong, then the case
+    (last: a label can be long, and the verdict must show first). Code not written yet gets no
+    case, since none was looked at; when the function that still raises NotImplementedError
+    belongs to another exercise than `name` (`KVCache.__init__` under a check of
+    `cached_attention`), the message names that exercise."""
+    if isinstance(message, NotWritten):
+        exercise = message.function.split(".")[0]
+        if exercise and exercise != name:
+            return say("{name}: an earlier exercise, `{exercise}`, is not written yet (it still raises "
+                       "NotImplementedError): write it and run its cell first", name=name, exercise=exercise)
+        return say("{name}: {message}", name=name, message=message)
+    return say("{name}: {message} (case: {label})", name=name, label=label, message=message)
 
 
 def verdict(spec: Spec, case: Case, got: Any) -> str | None:

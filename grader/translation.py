@@ -531,9 +531,13 @@ LANGUAGE_CELLS = {
 }
 
 
+INSTALL_CELL = "install_course"   # the grade id of each unit's first code cell (see grader/source.py)
+
+
 def edition(source_nb, language: str, table: dict[str, str]):
     """The source notebook of `language`'s edition: the English one translated by `table`, with
-    the language in its metadata and the cell that sets it before the first code cell."""
+    the language in its metadata and the cell that sets it before the first code cell that needs
+    the course (after the cell that installs it on a hosted notebook)."""
     import nbformat
 
     out = translate(source_nb, table)
@@ -542,6 +546,6 @@ def edition(source_nb, language: str, table: dict[str, str]):
     cell.id = f"language-{language}"
     cell.metadata["nbgrader"] = {"grade": False, "grade_id": f"language_{language}", "locked": True,
                                  "schema_version": 3, "solution": False, "task": False}
-    first_code = next(i for i, c in enumerate(out.cells) if c.cell_type == "code")
+    first_code = next(i for i, c in enumerate(out.cells) if c.cell_type == "code" and c.get("id") != INSTALL_CELL)
     out.cells.insert(first_code, cell)
     return out

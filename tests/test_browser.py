@@ -1,4 +1,4 @@
-"""The learner's JupyterLab in a real browser: `python -m grader.lab` (what `./course lab` runs)
+"""The learner's JupyterLab in a real browser: `python -m attention_course lab` (what `./course lab` runs)
 on a copy of notebooks/, driven by Playwright in the system's Chromium (never a downloaded one).
 
 A failing step leaves a screenshot in test-artifacts/. `UPDATE_SCREENSHOTS=1 pytest
@@ -68,13 +68,13 @@ def _free_port() -> int:
 
 
 @contextlib.contextmanager
-def start_lab(tmp: Path, exchange: Path, course: bool = True) -> Iterator[Lab]:
-    """JupyterLab as a learner starts it, on a copy of notebooks/ (an empty folder without
-    `course`), with its own Jupyter folders (nothing from this machine's user settings) and
-    nbgrader's exchange at `exchange`."""
+def start_lab(tmp: Path, exchange: Path, course: bool = True, language: str = "en") -> Iterator[Lab]:
+    """JupyterLab as a learner starts it, on a copy of the notebooks of the edition in `language`
+    (an empty folder without `course`), with its own Jupyter folders (nothing from this machine's
+    user settings) and nbgrader's exchange at `exchange`."""
     folder, config = tmp / "notebooks", tmp / "config"
     if course:
-        shutil.copytree(ROOT / "notebooks", folder)
+        shutil.copytree(ROOT / ("notebooks" if language == "en" else f"notebooks-{language}"), folder)
     folder.mkdir(exist_ok=True)
     config.mkdir()
     (config / "nbgrader_config.py").write_text(f"c = get_config()\nc.Exchange.root = {str(exchange)!r}\n")
@@ -85,8 +85,8 @@ def start_lab(tmp: Path, exchange: Path, course: bool = True) -> Iterator[Lab]:
     port, token, log = _free_port(), secrets.token_hex(16), tmp / "server.log"
     with log.open("w") as out:
         server = subprocess.Popen(
-            [sys.executable, "-m", "grader.lab", f"--notebook-dir={folder}", "--no-browser", f"--port={port}",
-             "--ServerApp.ip=127.0.0.1", f"--IdentityProvider.token={token}"],
+            [sys.executable, "-m", "attention_course", "lab", language, f"--notebook-dir={folder}", "--no-browser",
+             f"--port={port}", "--ServerApp.ip=127.0.0.1", f"--IdentityProvider.token={token}"],
             cwd=tmp, env=env, stdout=out, stderr=subprocess.STDOUT)
     lab = Lab(f"http://127.0.0.1:{port}", token, log)
     try:
@@ -163,6 +163,16 @@ def type_answer(page, code: str) -> None:
     wait_idle(page)
 
 
+def type_without_running(page, code: str) -> None:
+    """The most common slip: type the answer, then run only the self-check below it."""
+    page.locator(".jp-CodeCell", has_text="def dot_product(").locator(".cm-content").click()
+    page.keyboard.press("Control+a")
+    page.keyboard.insert_text(code)
+    page.locator(".jp-CodeCell", has_text='check("dot_product")').locator(".jp-InputArea-prompt").click()
+    page.keyboard.press("Shift+Enter")
+    wait_idle(page)
+
+
 def self_check_output(page) -> str:
     return "\n".join(page.locator(".jp-CodeCell", has_text='check("dot_product")')
                      .locator(".jp-OutputArea-output").all_text_contents())
@@ -189,13 +199,21 @@ def test_a_learner_alone_works_through_unit_01_and_opens_every_unit(browser, tmp
             errors = page.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']")
             assert errors.count() == 1 and "NotImplementedError" in errors.first.text_content()
             assert page.locator(".jp-Dialog").count() == 0
+            # JupyterLab leaves the learner at the last cell; the failed self-check brings itself
+            # into view, so the stop is what the learner sees.
+            playwright.expect(errors.first).to_be_in_viewport(timeout=10_000)
+
+            # An answer typed but not run: the check says to run that cell.
+            type_without_running(page, RIGHT)
+            assert "run that cell" in self_check_output(page), self_check_output(page)
 
             type_answer(page, RIGHT)
             assert "\u2713 dot_product: right" in self_check_output(page)
 
             type_answer(page, COSINE)
             shown = self_check_output(page)
-            assert COSINE_MESSAGE in shown and shown.startswith("CheckFailed: dot_product"), shown
+            assert f"CheckFailed: dot_product: {COSINE_MESSAGE}" in shown, shown     # the verdict first
+            assert "Progress: unit 01 0 of 4 exercises pass" in shown, shown       # the line of progress
             assert not any(inside in shown for inside in GRADER_INSIDES), shown
             picture = page.locator(".jp-CodeCell", has_text='check("dot_product")')
             ARTIFACTS.mkdir(exist_ok=True)
@@ -209,6 +227,9 @@ def test_a_learner_alone_works_through_unit_01_and_opens_every_unit(browser, tmp
             dialog.wait_for(timeout=120_000)
             report = dialog.inner_text()
             assert COSINE_MESSAGE in report and "not written yet" in report, report
+            # Each message wraps inside the dialog: nothing to scroll sideways for.
+            overflow = dialog.locator("pre").evaluate_all("els => els.map(e => e.scrollWidth - e.clientWidth)")
+            assert overflow and max(overflow) <= 1, overflow
             assert not any(inside in report for inside in GRADER_INSIDES), report
             page.keyboard.press("Escape")
             dialog.wait_for(state="detached")
@@ -251,4 +272,22 @@ def test_with_an_exchange_the_assignment_list_fetches_a_released_unit(browser, t
             assert page.locator(".jp-Dialog").count() == 0, page.locator(".jp-Dialog").all_inner_texts()
             fetched = tmp_path / "notebooks" / UNITS[0] / f"{UNITS[0]}.ipynb"
             assert fetched.exists()
+        assert lab.problems() == []
+
+
+def test_the_chinese_edition_opens_in_a_chinese_jupyterlab(browser, tmp_path):
+    """`./course lab zh`: JupyterLab's menus in Chinese (the zh-CN language pack, chosen by the
+    course's settings), as the Chinese notebooks quote them."""
+    with start_lab(tmp_path, exchange=tmp_path / "no-exchange", language="zh") as lab:
+        page = browser.new_page(viewport={"width": 1280, "height": 900})
+        with screenshot_on_failure(page, "chinese-lab"):
+            open_notebook(page, lab, UNITS[0])
+            page.locator(".lm-MenuBar-item", has_text="运行").first.wait_for(timeout=30_000)
+            menus = page.locator(".lm-MenuBar-item").all_inner_texts()
+            assert "运行" in menus and "Run" not in menus, menus       # 运行
+            intro = page.locator(".jp-MarkdownCell").first.text_content()
+            page.locator(".lm-MenuBar-item", has_text="运行").first.click()
+            items = page.locator(".lm-Menu-itemLabel").all_inner_texts()
+            for quoted in ("运行所有单元格", "运行选中的单元格及以下所有"):
+                assert quoted in items and quoted in intro, (quoted, items)
         assert lab.problems() == []

@@ -38,12 +38,40 @@ def test_right_values_pass_within_float32_error():
     (WANT.tolist(), "expected a tensor"),
     ("text", "expected a tensor"),
     (WANT.bool(), "floating-point"),
-    ({"__error__": "NotImplementedError"}, "not written yet"),
-    ({"__error__": "NotImplementedError in sample_next_token"}, "(sample_next_token still raises it)"),
+    ({"__error__": "NotImplementedError"},
+     "not written yet: replace `raise NotImplementedError()` with your code, then run that cell (Shift+Enter)"),
+    ({"__error__": "NotImplementedError", "where": "sample_next_token", "line": 3},
+     "not written yet: replace `raise NotImplementedError()` in sample_next_token with your code, then run that cell"),
     ({"__error__": "RuntimeError: shapes do not match"}, "it raised RuntimeError: shapes do not match"),
+    ({"__error__": "RuntimeError: shapes do not match", "where": "attend"},
+     "it raised RuntimeError in attend: shapes do not match"),
+    ({"__error__": "RuntimeError: shapes do not match", "where": "Head.forward", "line": 4},
+     "it raised RuntimeError in Head.forward (line 4 of its cell): shapes do not match"),
 ])
 def test_wrong_values_get_a_message_naming_the_problem(got, expected):
     assert expected in tensor_message(got, WANT)
+
+
+def test_an_error_names_where_it_was_raised_and_code_not_written_yet_says_to_run_its_cell():
+    from grader.compare import NotWritten, error_message
+
+    # An error without a text ends at its location, with no colon after it.
+    assert error_message({"__error__": "ValueError", "where": "attend", "line": 2}) == \
+        "it raised ValueError in attend (line 2 of its cell)"
+    assert error_message({"__error__": "ValueError", "where": "attend"}) == "it raised ValueError in attend"
+    # The checks' own NotAsAsked reads as its message alone, wherever it was raised.
+    assert error_message({"__error__": "NotAsAsked: other parameter names"}) == "other parameter names"
+    # "Not written yet" keeps the function that still raises, for the verdict (spec.failure_text) ...
+    stub = error_message({"__error__": "NotImplementedError", "where": "KVCache.__init__", "line": 3})
+    assert isinstance(stub, NotWritten) and stub.function == "KVCache.__init__"
+    assert "(Shift+Enter)" in stub and "line 3" not in stub
+    assert isinstance(error_message({"__error__": "NotImplementedError"}), NotWritten)
+    assert not isinstance(error_message({"__error__": "ValueError: no", "where": "f"}), NotWritten)
+    # ... also when it is one part of a tuple: no "part 1 of the returned tuple" before it.
+    part = Tuple()((WANT, {"__error__": "NotImplementedError", "where": "KVCache.append"}), (WANT, WANT), [])
+    assert isinstance(part, NotWritten) and part.function == "KVCache.append" and "part 1" not in part
+    assert Tuple()((WANT, {"__error__": "ValueError: no", "where": "f"}), (WANT, WANT), []) == \
+        "part 1 of the returned tuple: it raised ValueError in f: no"
 
 
 def test_transposed_square_result_and_the_rows_that_differ_are_named():
@@ -117,3 +145,14 @@ def test_load_params_lists_expected_and_found_names():
     text = str(info.value)
     assert ("missing: W.weight (2, 3)" in text and "unexpected: bias (2,), weight (2, 3)" in text
             and "register_buffer" not in text)
+
+
+def test_an_error_value_of_another_form_reads_plainly():
+    """A result is plain data from the learner's process, which learner code could forge: a
+    location of another kind is left out rather than break the verdict."""
+    from grader.compare import error_message
+    from grader.spec import failure_text
+
+    assert error_message({"__error__": "ValueError: no", "where": 5, "line": "3"}) == "it raised ValueError: no"
+    assert failure_text("f", "one", error_message({"__error__": "NotImplementedError", "where": ["x"]})) == \
+        "f: not written yet: replace `raise NotImplementedError()` with your code, then run that cell (Shift+Enter)"

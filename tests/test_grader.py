@@ -123,7 +123,9 @@ def test_a_chinese_notebook_in_the_class_gets_the_same_points_and_chinese_feedba
         english, chinese = results[student], results[f"{student}-zh"]
         assert chinese["error"] is None and chinese["language"] == "zh"
         assert [e["points"] for e in chinese["exercises"]] == [e["points"] for e in english["exercises"]]
-    assert _feedback(results["cosine-zh"], "dot_product").endswith("你计算的是余弦相似度（除以了长度）；点积不做归一化")
+    # the verdict first, in Chinese, then the case
+    cosine = _feedback(results["cosine-zh"], "dot_product")
+    assert cosine.startswith("dot_product：你计算的是余弦相似度（除以了长度）；点积不做归一化（例子："), cosine
     loop = _feedback(results["loops-zh"], "dot_product")
     assert "没有运行完" in loop and "超过了评分程序给一个单元格的时间上限" in loop, loop
 

@@ -27,11 +27,10 @@ def _normalise(requirements: list[str]) -> list[str]:
 
 
 def test_environment_yml_lists_the_same_packages_as_pyproject():
-    """environment.yml's pip list: pyproject's dependencies and its test and postgres extras,
-    each once."""
+    """environment.yml's pip list: pyproject's dependencies and every extra, each once."""
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    extras = project["optional-dependencies"]
-    wanted = list(dict.fromkeys(_normalise(project["dependencies"] + extras["test"] + extras["postgres"])))
+    extras = [r for extra in project["optional-dependencies"].values() for r in extra]
+    wanted = list(dict.fromkeys(_normalise(project["dependencies"] + extras)))
     listed = _normalise(_pip_section_of_environment_yml())
     assert sorted(set(listed)) == sorted(wanted)
     assert len(listed) == len(set(listed)), ("listed twice in environment.yml: "

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import inspect
+from pathlib import Path
 
 import torch
 
@@ -56,7 +57,7 @@ def test_one_message_may_name_several_wrong_values():
     def plus_half(x):
         return x + 2.5
 
-    assert evaluate(spec, plus_half) == "double (a vector): you added instead of multiplying"
+    assert evaluate(spec, plus_half) == "double: you added instead of multiplying (case: a vector)"
     assert evaluate(spec, lambda x: x * 2) is None
 
 
@@ -64,10 +65,10 @@ def test_learner_errors_reach_the_judge_as_messages():
     def broken(x):
         raise ValueError("no")
 
-    assert attempt(broken, 1) == {"__error__": "ValueError: no"}
+    assert attempt(broken, 1) == {"__error__": "ValueError: no"}   # raised in this file: not the learner's code
     assert Number()(attempt(broken, 1), torch.tensor(1.0), []) == "it raised ValueError: no"
     spec = Spec("double", broken, lambda x: x, examples=lambda: [Case("one", x=torch.tensor(1.0))])
-    assert evaluate(spec) == "double (one): it raised ValueError: no"
+    assert evaluate(spec) == "double: it raised ValueError: no (case: one)"
 
 
 def test_run_raises_the_failure_under_plain_nbgrader():
@@ -75,7 +76,7 @@ def test_run_raises_the_failure_under_plain_nbgrader():
     try:
         run(spec)
     except AssertionError as failure:
-        assert "double (one)" in str(failure)
+        assert str(failure).startswith("double: ") and str(failure).endswith(" (case: one)")
     else:
         raise AssertionError("run() let a wrong answer pass")
 
@@ -140,7 +141,10 @@ def test_errors_name_the_learner_function_and_a_module_of_another_form_reads_pla
     source = "def sample(x):\n    raise RuntimeError('bad probabilities')\ndef generate(x):\n    return sample(x)\n"
     scope: dict = {}
     exec(compile(source, "<learner cell>", "exec"), scope)  # a notebook cell: no file on disk
-    assert error_message(attempt(scope["generate"], 1)) == "it raised RuntimeError in sample: bad probabilities"
+    assert attempt(scope["generate"], 1) == {"__error__": "RuntimeError: bad probabilities", "where": "sample",
+                                             "line": 2}
+    assert error_message(attempt(scope["generate"], 1)) == \
+        "it raised RuntimeError in sample (line 2 of its cell): bad probabilities"
 
     class Wrong(nn.Module):
         def __init__(self):
@@ -150,3 +154,79 @@ def test_errors_name_the_learner_function_and_a_module_of_another_form_reads_pla
     message = error_message(attempt(build, Wrong, {"W_query.weight": torch.zeros(2, 2)}))
     assert message.startswith("Wrong's parameter names or shapes are not the ones the exercise asks for")
     assert "missing: W_query.weight (2, 2)" in message and "raised" not in message
+
+
+# Two exercises of a unit as a learner's kernel holds them: the first one still the stub.
+STUBBED = """class KVCache:
+    def __init__(self):
+        # YOUR CODE HERE
+        raise NotImplementedError()
+
+    def append(self, k):
+        raise NotImplementedError()
+
+
+def cached_attention(x):
+    cache = KVCache()
+    return x
+"""
+LONG_LABEL = ("keys 0, 1, 2, ..., values their negatives: appends of [2, 1, 1] positions, each (B=1, H=2, t, "
+              "head_dim=3); parts: 0 the keys and 1 the values the last append returned, 2 len(cache)")
+
+
+def _kernel_cell(source: str, tmp_path=None) -> dict:
+    """The names a cell defines, compiled as ipykernel compiles one (/tmp/ipykernel_<pid>/<hash>.py);
+    with tmp_path, that file exists on disk, as when JupyterLab's debugger has written it out."""
+    folder = (tmp_path if tmp_path is not None else Path("/tmp/no-such-folder")) / "ipykernel_4242"
+    if tmp_path is not None:
+        folder.mkdir()
+        (folder / "1234.py").write_text(source)
+    scope: dict = {}
+    exec(compile(source, str(folder / "1234.py"), "exec"), scope)
+    return scope
+
+
+def test_code_not_written_yet_is_named_by_its_qualified_name_with_no_case(tmp_path):
+    scope = _kernel_cell(STUBBED, tmp_path)
+    case = Case(LONG_LABEL, x=torch.tensor(1.0))
+    assert attempt(scope["KVCache"]) == {"__error__": "NotImplementedError", "where": "KVCache.__init__",
+                                         "line": 4}
+    spec = Spec("KVCache", lambda: scope["KVCache"](), lambda: 0.0, examples=lambda: [case])
+    assert evaluate(spec) == ("KVCache: not written yet: replace `raise NotImplementedError()` in KVCache.__init__ "
+                              "with your code, then run that cell (Shift+Enter)")
+    # A method of the class checked is the same exercise.
+    spec = Spec("KVCache", lambda: object.__new__(scope["KVCache"]).append(1), lambda: 0.0, examples=lambda: [case])
+    assert evaluate(spec) == ("KVCache: not written yet: replace `raise NotImplementedError()` in KVCache.append "
+                              "with your code, then run that cell (Shift+Enter)")
+
+
+def test_an_exercise_that_depends_on_one_not_written_yet_names_that_one():
+    scope = _kernel_cell(STUBBED)
+    spec = Spec("cached_attention", lambda x: scope["cached_attention"](x), lambda x: x,
+                examples=lambda: [Case(LONG_LABEL, x=torch.tensor(1.0))])
+    assert evaluate(spec) == ("cached_attention: an earlier exercise, `KVCache`, is not written yet (it still "
+                              "raises NotImplementedError): write it and run its cell first")
+
+
+def test_the_verdict_comes_before_the_case_and_an_error_says_its_line_in_the_cell():
+    source = "import torch\n\ndef causal_mask(n):\n    ones = tourch.ones(n, n)\n    return ones\n"
+    scope = _kernel_cell(source)
+    spec = Spec("causal_mask", lambda n: scope["causal_mask"](n), lambda n: torch.ones(n, n),
+                examples=lambda: [Case(LONG_LABEL, n=4)])
+    assert evaluate(spec) == ("causal_mask: it raised NameError in causal_mask (line 4 of its cell): name 'tourch' "
+                              f"is not defined (case: {LONG_LABEL})")
+    spec = Spec("causal_mask", lambda n: torch.zeros(n, n), lambda n: torch.ones(n, n),
+                examples=lambda: [Case(LONG_LABEL, n=4)])
+    assert evaluate(spec).startswith("causal_mask: values differ from the expected ones")
+    assert evaluate(spec).endswith(f" (case: {LONG_LABEL})")
+
+
+def test_a_learner_function_is_named_by_the_innermost_notebook_frame_that_has_a_name():
+    source = ("class Head:\n    def forward(self, x):\n        return [self.scale(v) for v in x]\n\n"
+              "    def scale(self, v):\n        f = lambda: v / 0\n        return f()\n")
+    scope = _kernel_cell(source)
+    # Through a comprehension and a lambda to the method that called them; the line is that method's.
+    assert attempt(scope["Head"]().forward, [1]) == {"__error__": "ZeroDivisionError: division by zero",
+                                                     "where": "Head.scale", "line": 7}
+    nested = _kernel_cell("def outer(x):\n    def inner():\n        return x.missing\n    return inner()\n")
+    assert attempt(nested["outer"], 1)["where"] == "outer.inner"

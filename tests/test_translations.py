@@ -103,7 +103,42 @@ def test_a_chinese_self_check_names_the_mistake_in_chinese(monkeypatch):
         check("dot_product", {"dot_product": dot_product})
     table = translation.table(translation.load(LANGUAGE, "01_dot_product"))
     message = "you computed the cosine similarity (divided by the lengths); the dot product is not normalised"
-    assert str(failed.value) == f"dot_product（{table['Your · journey']}）：{table[message]}"
+    assert str(failed.value) == f"dot_product：{table[message]}（例子：{table['Your · journey']}）"
+
+
+def test_a_chinese_self_check_says_where_an_error_was_raised_and_what_is_not_written_in_chinese(
+        monkeypatch, tmp_path):
+    """The location of an error is worded in Chinese (no English "in dot_product" inside it, as
+    the f-string once left); code not written yet gets no case, and an exercise that uses one
+    not written yet names that one."""
+    from grader.selfcheck import check
+    from grader.spec import CheckFailed
+
+    monkeypatch.setenv("COURSE_LANG", LANGUAGE)
+    monkeypatch.chdir(tmp_path)   # where a self-check may keep the learner's progress
+    cell = ("import torch\n\ndef dot_product(a, b):\n    return (a * b).sum(dim=1)\n\n"
+            "def attention_scores_for(query, inputs):\n"
+            "    return torch.stack([dot_product(query, x) for x in inputs])\n")
+    scope: dict = {}
+    exec(compile(cell, "/tmp/ipykernel_4242/1234.py", "exec"), scope)   # as ipykernel compiles a cell
+    with pytest.raises(CheckFailed) as failed:
+        check("dot_product", scope)
+    table = translation.table(translation.load(LANGUAGE, "01_dot_product"))
+    shown = str(failed.value)
+    assert shown.startswith("dot_product：它在 dot_product 中抛出了 IndexError（位于其所在单元格的第 4 行）："
+                            "Dimension out of range"), shown
+    assert shown.endswith(f"（例子：{table['Your · journey']}）") and "in dot_product" not in shown, shown
+
+    stub = "def dot_product(a, b):\n    # YOUR CODE HERE\n    raise NotImplementedError()\n"
+    exec(compile(stub, "/tmp/ipykernel_4242/5678.py", "exec"), scope)
+    with pytest.raises(CheckFailed) as failed:
+        check("dot_product", scope)
+    assert str(failed.value) == ("dot_product：还没有写：把 dot_product 中的 `raise NotImplementedError()` "
+                                 "换成你的代码，然后运行那个单元格（Shift+Enter）")
+    with pytest.raises(CheckFailed) as failed:
+        check("attention_scores_for", scope)
+    assert str(failed.value) == ("attention_scores_for：前面的练习 `dot_product` 还没有写（它仍在抛出 "
+                                 "NotImplementedError）：先写好它，并运行它所在的单元格")
 
 
 def test_a_chinese_label_is_drawn_with_chinese_glyphs(tmp_path, monkeypatch):
@@ -179,7 +214,7 @@ def test_release_check_fails_when_the_english_changes_and_passes_once_the_transl
                       encoding="utf-8")
     stale = "".join(run(copy, "-m", "grader", "release", "--check", unit, ok=False)[1:])
     assert f"translations/zh/{unit}.po does not match the English" in stale
-    assert "markdown at cell 2 ('## 1. Words as vectors…') is fuzzy: its English changed" in stale, stale
+    assert "markdown at cell 3 ('## 1. Words as vectors…') is fuzzy: its English changed" in stale, stale
 
     fuzzy = "".join(run(copy, "-m", "grader", "release", unit, ok=False)[1:])
     assert "is fuzzy: its English changed since it was translated" in fuzzy

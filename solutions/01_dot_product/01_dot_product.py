@@ -19,9 +19,22 @@
 # tests on other inputs and shapes, so write code that works in general, not just for the example.
 #
 # **Run All stops at an unfinished exercise.** Run ▸ Run All Cells stops at the first exercise you
-# have not finished yet: its answer cell raises `NotImplementedError`, or its self-check names a
-# mistake. The cells below it wait, plots included, since many of them use your answers. Fix the
-# exercise, then go on with Run ▸ Run Selected Cell and All Below.
+# have not finished yet, with a red box under its **self-check**. The cells below it wait, plots
+# included, since many of them use your answers. JupyterLab then leaves you at the bottom: scroll up
+# to the first red box. Fix that exercise, then go on with Run ▸ Run Selected Cell and All Below.
+
+# %% nbgrader={"grade": false, "grade_id": "install_course", "locked": true, "schema_version": 3, "solution": false, "task": false}
+# The self-checks come with the course's package. On a hosted notebook (Colab, a JupyterHub image)
+# that does not have it, this cell installs it; everywhere else it does nothing.
+import importlib.util
+import subprocess
+import sys
+
+COURSE_PACKAGE = "attention-course"  # written by `python -m grader release` from attention_course.INSTALL_FROM
+if importlib.util.find_spec("attention_course") is None:
+    print(f"Installing the course's package ({COURSE_PACKAGE}); a minute or two, PyTorch is kept if present")
+    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", COURSE_PACKAGE], check=True)
+    importlib.invalidate_caches()
 
 # %%
 import matplotlib.pyplot as plt
@@ -65,8 +78,10 @@ colors = ["tab:red", "tab:green", "tab:blue", "tab:cyan", "tab:purple", "tab:ora
 for (x, y, z), word, color in zip(inputs.tolist(), words, colors):
     ax.quiver(0, 0, 0, x, y, z, color=color, arrow_length_ratio=0.08)
     ax.text(x, y, z, word, color=color, fontsize=11)
-ax.set(xlim=(0, 1), ylim=(0, 1), zlim=(0, 1), xlabel="dim 1", ylabel="dim 2", zlabel="dim 3",
-       title="The sentence as six arrows in 3-D")
+ax.set(xlim=(0, 1), ylim=(0, 1), zlim=(0, 1), title="The sentence as six arrows in 3-D")
+ax.set_xlabel("dim 1", labelpad=8)
+ax.set_ylabel("dim 2", labelpad=8)
+ax.set_zlabel("dim 3", labelpad=8)
 plt.show()
 
 
@@ -447,3 +462,16 @@ plt.show()
 #
 # **Next — unit 02:** turn a row of scores into weights that sum to one with a softmax, and
 # mix the token vectors with those weights into a *context vector*.
+
+
+# %% [markdown]
+# ## Your progress
+#
+# Which exercises of the whole course pass (✓), which you tried and are not right yet (✗, with
+# the mistake the self-check last named), and which wait (·). Each self-check keeps its outcome
+# in `attention-course-progress.json` in your working folder; nothing is sent anywhere.
+
+# %%
+from grader.progress import progress
+
+progress()

@@ -21,9 +21,22 @@
 # tests on other inputs and shapes, so write code that works in general, not just for the example.
 #
 # **Run All stops at an unfinished exercise.** Run ▸ Run All Cells stops at the first exercise you
-# have not finished yet: its answer cell raises `NotImplementedError`, or its self-check names a
-# mistake. The cells below it wait, plots included, since many of them use your answers. Fix the
-# exercise, then go on with Run ▸ Run Selected Cell and All Below.
+# have not finished yet, with a red box under its **self-check**. The cells below it wait, plots
+# included, since many of them use your answers. JupyterLab then leaves you at the bottom: scroll up
+# to the first red box. Fix that exercise, then go on with Run ▸ Run Selected Cell and All Below.
+
+# %% nbgrader={"grade": false, "grade_id": "install_course", "locked": true, "schema_version": 3, "solution": false, "task": false}
+# The self-checks come with the course's package. On a hosted notebook (Colab, a JupyterHub image)
+# that does not have it, this cell installs it; everywhere else it does nothing.
+import importlib.util
+import subprocess
+import sys
+
+COURSE_PACKAGE = "attention-course"  # written by `python -m grader release` from attention_course.INSTALL_FROM
+if importlib.util.find_spec("attention_course") is None:
+    print(f"Installing the course's package ({COURSE_PACKAGE}); a minute or two, PyTorch is kept if present")
+    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", COURSE_PACKAGE], check=True)
+    importlib.invalidate_caches()
 
 # %%
 import math
@@ -746,3 +759,16 @@ print("same as PyTorch:", torch.allclose(ours, theirs, atol=1e-6))
 #
 # **Next — unit 05:** the causal mask, which keeps every token from looking at the tokens after
 # it, and what to do with a row where every key is blocked.
+
+
+# %% [markdown]
+# ## Your progress
+#
+# Which exercises of the whole course pass (✓), which you tried and are not right yet (✗, with
+# the mistake the self-check last named), and which wait (·). Each self-check keeps its outcome
+# in `attention-course-progress.json` in your working folder; nothing is sent anywhere.
+
+# %%
+from grader.progress import progress
+
+progress()

@@ -24,14 +24,27 @@
 # tests on other inputs and shapes, so write code that works in general, not just for the example.
 #
 # **Run All stops at an unfinished exercise.** Run ▸ Run All Cells stops at the first exercise you
-# have not finished yet: its answer cell raises `NotImplementedError`, or its self-check names a
-# mistake. The cells below it wait, plots included, since many of them use your answers. Fix the
-# exercise, then go on with Run ▸ Run Selected Cell and All Below.
+# have not finished yet, with a red box under its **self-check**. The cells below it wait, plots
+# included, since many of them use your answers. JupyterLab then leaves you at the bottom: scroll up
+# to the first red box. Fix that exercise, then go on with Run ▸ Run Selected Cell and All Below.
 #
 # Training takes about a minute on a two-core laptop CPU (through the fast path of section 5);
 # everything else runs in seconds or, for one comparison at the end, a couple of minutes. On a
 # slow computer, set `TRAIN = False` in section 5: the notebook then loads a model the course
 # trained for you.
+
+# %% nbgrader={"grade": false, "grade_id": "install_course", "locked": true, "schema_version": 3, "solution": false, "task": false}
+# The self-checks come with the course's package. On a hosted notebook (Colab, a JupyterHub image)
+# that does not have it, this cell installs it; everywhere else it does nothing.
+import importlib.util
+import subprocess
+import sys
+
+COURSE_PACKAGE = "attention-course"  # written by `python -m grader release` from attention_course.INSTALL_FROM
+if importlib.util.find_spec("attention_course") is None:
+    print(f"Installing the course's package ({COURSE_PACKAGE}); a minute or two, PyTorch is kept if present")
+    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", COURSE_PACKAGE], check=True)
+    importlib.invalidate_caches()
 
 # %%
 import json
@@ -72,8 +85,8 @@ print("device:", device, "| short configuration for grading:", GRADING)
 # something else, point it at any UTF-8 text file: the validation text is then the last 10%
 # of that file (unless a `val.txt` sits beside a `train.txt`), and there is no floor to draw.
 #
-# The next cell looks for `data/` in the current folder and its parents. If it finds none
-# (for example when a grader runs a copy of this notebook in a temporary folder) it falls back
+# The next cell looks for `data/` in the current folder and its parents, then for the copy
+# installed with the course's package. Under the grader, or if it finds none, it falls back
 # to a small built-in stand-in in the same style, so that every cell still runs.
 
 # %%
@@ -83,7 +96,13 @@ def find_data_dir(start=None):
     for folder in (here, *here.parents):
         if (folder / "data" / "corpus_stats.json").is_file():
             return folder / "data"
-    return None
+    if GRADING:  # the grader keeps to the small stand-in below
+        return None
+    try:  # else the copy installed with the course's package
+        from attention_course.content import data_dir
+    except ImportError:
+        return None
+    return data_dir() if (data_dir() / "corpus_stats.json").is_file() else None
 
 
 def builtin_sample(num_lines=3000, seed=0):
@@ -2374,3 +2393,16 @@ for name, (count, start_loss, after) in tying_results.items():
 #
 # **Next — unit 09 (bonus):** generation recomputes the whole context for every new token.
 # A key/value cache removes that waste; the online softmax behind FlashAttention saves memory.
+
+
+# %% [markdown]
+# ## Your progress
+#
+# Which exercises of the whole course pass (✓), which you tried and are not right yet (✗, with
+# the mistake the self-check last named), and which wait (·). Each self-check keeps its outcome
+# in `attention-course-progress.json` in your working folder; nothing is sent anywhere.
+
+# %%
+from grader.progress import progress
+
+progress()

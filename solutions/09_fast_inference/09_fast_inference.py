@@ -28,12 +28,25 @@
 # tests on other inputs and shapes, so write code that works in general, not just for the example.
 #
 # **Run All stops at an unfinished exercise.** Run ▸ Run All Cells stops at the first exercise you
-# have not finished yet: its answer cell raises `NotImplementedError`, or its self-check names a
-# mistake. The cells below it wait, plots included, since many of them use your answers. Fix the
-# exercise, then go on with Run ▸ Run Selected Cell and All Below.
+# have not finished yet, with a red box under its **self-check**. The cells below it wait, plots
+# included, since many of them use your answers. JupyterLab then leaves you at the bottom: scroll up
+# to the first red box. Fix that exercise, then go on with Run ▸ Run Selected Cell and All Below.
 #
 # The whole notebook runs in well under a minute on a laptop CPU (about 20 seconds on a
 # two-core one); the timing cells take a few seconds each.
+
+# %% nbgrader={"grade": false, "grade_id": "install_course", "locked": true, "schema_version": 3, "solution": false, "task": false}
+# The self-checks come with the course's package. On a hosted notebook (Colab, a JupyterHub image)
+# that does not have it, this cell installs it; everywhere else it does nothing.
+import importlib.util
+import subprocess
+import sys
+
+COURSE_PACKAGE = "attention-course"  # written by `python -m grader release` from attention_course.INSTALL_FROM
+if importlib.util.find_spec("attention_course") is None:
+    print(f"Installing the course's package ({COURSE_PACKAGE}); a minute or two, PyTorch is kept if present")
+    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", COURSE_PACKAGE], check=True)
+    importlib.invalidate_caches()
 
 # %%
 import math
@@ -230,9 +243,9 @@ def generate(model, idx, max_new_tokens, temperature=1.0, top_k=None, top_p=None
 # %% [markdown]
 # Now the trained weights. The course ships the model of unit 08 already trained, as
 # `data/tiny_gpt.pt` (4 layers, 4 heads, width 64, context 64, trained as in unit 08; the next
-# cell prints its validation loss). The cell looks for `data/` in the current folder and its
-# parents, as unit 08 does. If it finds no checkpoint (for example when a grader runs a copy of
-# this notebook in a temporary folder) it builds an untrained model of the same shape, so that
+# cell prints its validation loss). The cell looks for `data/` as unit 08 does: in the current
+# folder and its parents, then in the course's package. Under the grader, or if it finds no
+# checkpoint, it builds an untrained model of the same shape, so that
 # every cell still runs: its text is then gibberish, but every equality and timing below holds
 # just the same.
 
@@ -246,7 +259,13 @@ def find_data_dir(start=None):
     for folder in (here, *here.parents):
         if (folder / "data" / "corpus_stats.json").is_file():
             return folder / "data"
-    return None
+    if GRADING:  # the grader keeps to the small stand-in below
+        return None
+    try:  # else the copy installed with the course's package
+        from attention_course.content import data_dir
+    except ImportError:
+        return None
+    return data_dir() if (data_dir() / "corpus_stats.json").is_file() else None
 
 
 DATA_DIR = find_data_dir()
@@ -1818,3 +1837,16 @@ with torch.no_grad():
 #
 # This is the last unit of the course: from a dot product of two word vectors to a GPT that
 # writes fast.
+
+
+# %% [markdown]
+# ## Your progress
+#
+# Which exercises of the whole course pass (✓), which you tried and are not right yet (✗, with
+# the mistake the self-check last named), and which wait (·). Each self-check keeps its outcome
+# in `attention-course-progress.json` in your working folder; nothing is sent anywhere.
+
+# %%
+from grader.progress import progress
+
+progress()
