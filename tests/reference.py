@@ -20,7 +20,8 @@ def reference_namespace(unit: str) -> dict:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    os.environ["NBGRADER_EXECUTION"] = "autograde"
+    grading = os.environ.get("NBGRADER_EXECUTION")
+    os.environ["NBGRADER_EXECUTION"] = "autograde"   # only while the cells run: later tests are not graded
     nb = notebook.read(course.source_notebook(unit))
     namespace: dict = {"__name__": "__main__"}
     cwd = os.getcwd()
@@ -32,6 +33,10 @@ def reference_namespace(unit: str) -> dict:
                 plt.close("all")
     finally:
         os.chdir(cwd)
+        if grading is None:
+            os.environ.pop("NBGRADER_EXECUTION", None)
+        else:
+            os.environ["NBGRADER_EXECUTION"] = grading
     return namespace
 
 

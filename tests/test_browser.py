@@ -78,7 +78,8 @@ def start_lab(tmp: Path, exchange: Path, course: bool = True, language: str = "e
     folder.mkdir(exist_ok=True)
     config.mkdir()
     (config / "nbgrader_config.py").write_text(f"c = get_config()\nc.Exchange.root = {str(exchange)!r}\n")
-    env = {**os.environ, "JUPYTER_CONFIG_PATH": str(config), "JUPYTER_CONFIG_DIR": str(tmp / "user-config"),
+    learner = {k: v for k, v in os.environ.items() if k not in ("NBGRADER_EXECUTION", "COURSE_LANG")}
+    env = {**learner, "JUPYTER_CONFIG_PATH": str(config), "JUPYTER_CONFIG_DIR": str(tmp / "user-config"),
            "JUPYTER_DATA_DIR": str(tmp / "data"), "JUPYTER_RUNTIME_DIR": str(tmp / "runtime"),
            "JUPYTERLAB_SETTINGS_DIR": str(tmp / "settings"), "JUPYTERLAB_WORKSPACES_DIR": str(tmp / "workspaces"),
            "IPYTHONDIR": str(tmp / "ipython")}

@@ -66,3 +66,13 @@ def test_every_unit_has_a_source_and_a_student_notebook():
     for unit in units:
         assert course.source_notebook(unit).exists()
         assert course.release_notebook(unit).exists(), f"run python -m grader release for {unit}"
+
+
+def test_readme_gives_the_learners_install_on_every_system_and_a_hosted_notebook():
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    for words in ("Windows (PowerShell)", "macOS, Linux", "attention-course lab", "A hosted notebook",
+                  "INSTALL_FROM", "attention_course/__init__.py"):
+        assert words in readme, words
+    from attention_course import INSTALL_FROM
+
+    assert INSTALL_FROM
