@@ -35,22 +35,23 @@ def main(argv: list[str] | None = None) -> int:
         if hasattr(stream, "reconfigure"):
             stream.reconfigure(errors="replace")
     served, rest = lab.split_folder(sys.argv[1:] if argv is None else argv)
-    args, options = _parser().parse_known_args(rest)
-    if args.command == "progress":
-        from grader.progress import report
+    parser = _parser()
+    args, options = parser.parse_known_args(rest)
+    if args.command != "lab" and (options or served):
+        parser.error(f"unrecognized arguments: {' '.join(options) or '--notebook-dir'}")
+    from grader.progress import progress_file, report
 
+    if args.command == "progress":
         print(report(args.dir))
         return 0
-    if args.command == "copy" or served is None:
+    if served is None:
         folder = workspace.prepare(args.language, args.dir)
-    else:
+    elif served.is_dir():
         folder = served   # a folder named with JupyterLab's own option is served as it is
-        if not folder.is_dir():
-            sys.exit(f"course: {folder} is not a folder")
+    else:
+        sys.exit(f"course: {served} is not a folder")
     if args.command == "copy":
         return 0
     first = f"{content.units()[0]}/{content.units()[0]}.ipynb"
-    from grader.progress import progress_file
-
     start_at = first if (folder / first).is_file() and not progress_file(folder).exists() else None
     return lab.open_lab(folder, args.language, options, start_at)
