@@ -19,7 +19,7 @@ from typing import Any
 import torch
 
 from . import progress
-from .compare import Mistake, judge_from_plain
+from .compare import Mistake, NotWritten, judge_from_plain
 from .i18n import current, say
 from .spec import CheckFailed, attempt, failure_text
 
@@ -125,12 +125,6 @@ const timer = setInterval(() => {
 """
 
 
-def _not_written(got: Any) -> bool:
-    """Whether the learner's code still raises NotImplementedError (on one of its parts)."""
-    parts = got if isinstance(got, (tuple, list)) else (got,)
-    return any(isinstance(p, dict) and str(p.get("__error__", "")).startswith("NotImplementedError") for p in parts)
-
-
 def check(name: str, namespace: dict[str, Any] | None = None) -> None:
     """Check the notebook's `name` (a function or class) on the stored examples.
 
@@ -156,7 +150,7 @@ def check(name: str, namespace: dict[str, Any] | None = None) -> None:
             message = judge(got, decode(case["want"]), mistakes)
             if message:
                 text = failure_text(name, case["label"], message)
-                if not _not_written(got):
+                if not isinstance(message, NotWritten):   # code not written yet is not a try
                     progress.record(name, unit, progress.FAIL, text)
                     progress.show(unit)
                 _bring_into_view()

@@ -73,7 +73,11 @@ def answers(unit: str, language: str = "en") -> dict[str, str]:
 def student_notebook(unit: str, replace: dict[str, str] | None = None, language: str = "en"):
     """The released student notebook (of the edition in `language`) with the given answer cells
     filled in (by grade id); `replace=None` fills every answer cell with the reference answer."""
-    nb = notebook.read(course.release_notebook(unit, language))
+    return fill_answers(notebook.read(course.release_notebook(unit, language)), unit, replace, language)
+
+
+def fill_answers(nb, unit: str, replace: dict[str, str] | None = None, language: str = "en"):
+    """`nb`, a student notebook of `unit`, with its answer cells filled in as `student_notebook` does."""
     fill = answers(unit, language) if replace is None else replace
     for cell in nb.cells:
         gid = notebook.grade_id(cell)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import nbformat
 
-from tests.reference import answers
+from tests.reference import answers, fill_answers
 
 # Loaded by every Python process below (the kernel included) through PYTHONPATH: the POSIX-only
 # modules cannot be imported, and an EncodingWarning raised by the course's code (its packages,
@@ -73,16 +73,11 @@ def test_the_launcher_the_self_checks_and_unit_01_run_without_posix_modules_or_d
     _run(["-m", "attention_course", "progress", "--dir", "work"], tmp_path, env)
 
     path = tmp_path / "work" / "01_dot_product" / "01_dot_product.ipynb"
-    nb = nbformat.read(path, as_version=4)
-    fill = answers("01_dot_product")
-    for cell in nb.cells:
-        if cell.get("metadata", {}).get("nbgrader", {}).get("grade_id") in fill:
-            cell.source = fill[cell.metadata.nbgrader.grade_id]
-    nbformat.write(nb, path)
+    nbformat.write(fill_answers(nbformat.read(path, as_version=4), "01_dot_product"), path)
     _run(["-m", "nbconvert", "--to", "notebook", "--execute", "--inplace", path.name], path.parent, env)
     ran = nbformat.read(path, as_version=4)
     errors = [o for c in ran.cells if c.cell_type == "code" for o in c.outputs if o.output_type == "error"]
     assert not errors, errors
     checks = [c for c in ran.cells if c.cell_type == "code" and "check(" in c.source]
-    assert len(checks) == len(fill)
+    assert len(checks) == len(answers("01_dot_product"))
     assert all("\u2713" in "".join(o.get("text", "") for o in c.outputs) for c in checks)
