@@ -1,0 +1,127 @@
+"""Grades out to an LMS: nbgrader's own `nbgrader export` command, run from the repository root
+with grader.lms's exporters, writes the CSV files that Canvas and Moodle import, from a real
+gradebook: every student and unit, a manual score replacing an automatic one, an unsubmitted unit
+left empty, a Chinese name intact."""
+from __future__ import annotations
+
+import csv
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from grader import course, gradebook, notebook
+from grader.lms import number
+from grader.results import ExerciseResult, NotebookResult
+
+UNITS = ["01_dot_product", "02_softmax"]
+EXERCISES = {  # the units' grade ids and points, in notebook order (the source notebooks are checked below)
+    "01_dot_product": [("u01_dot_product_check", 1), ("u01_attention_scores_for_check", 1),
+                       ("u01_similarity_matrix_check", 1), ("u01_cosine_similarity_matrix_check", 2)],
+    "02_softmax": [("u02_softmax_check", 2), ("u02_simple_self_attention_check", 2),
+                   ("u02_softmax_with_temperature_check", 1), ("u02_prefix_average_loop_check", 1),
+                   ("u02_prefix_average_matmul_check", 1)],
+}
+
+
+def _record(db_url: str, student: str, unit: str, points: list[float]) -> None:
+    """What grading the student's notebook of the unit found: these points, exercise by exercise."""
+    exercises = [ExerciseResult(grade_id, [], max_points, p, p == max_points)
+                 for (grade_id, max_points), p in zip(EXERCISES[unit], points, strict=True)]
+    gradebook.record(NotebookResult(f"submitted/{student}/{unit}/{unit}.ipynb", unit, student, exercises), db_url)
+
+
+@pytest.fixture(scope="module")
+def db_url(tmp_path_factory) -> str:
+    """A class of three: ann did both units; 王小明 (wang) only unit 01, where an instructor gave
+    0.5 by hand for an exercise the grader had given 1; cho, with no name on record, only unit 02,
+    with a manual 2/3."""
+    from nbgrader.api import Gradebook
+
+    root = tmp_path_factory.mktemp("lms")
+    url = f"sqlite:///{root / 'gradebook.db'}"
+    gradebook.register_units(UNITS, root / "course", url)
+    with Gradebook(url, course.COURSE_ID) as gb:
+        gb.update_or_create_student("ann", first_name="Ann", last_name="Lee", email="ann@example.org",
+                                    lms_user_id="101")
+        gb.update_or_create_student("wang", first_name="小明", last_name="王", email="wang@example.cn",
+                                    lms_user_id="102")
+    _record(url, "ann", "01_dot_product", [1, 1, 1, 2])
+    _record(url, "ann", "02_softmax", [2, 2, 1, 1, 0])
+    _record(url, "wang", "01_dot_product", [1, 1, 0, 0])
+    _record(url, "cho", "02_softmax", [0, 2, 1, 0, 0])
+    with Gradebook(url, course.COURSE_ID) as gb:  # what an instructor does in Formgrader
+        gb.find_grade("u01_dot_product_check", "01_dot_product", "01_dot_product", "wang").manual_score = 0.5
+        gb.find_grade("u02_softmax_check", "02_softmax", "02_softmax", "cho").manual_score = 2 / 3
+        gb.db.commit()
+    return url
+
+
+def _export(db_url: str, tmp_path: Path, exporter: str, *options: str) -> list[list[str]]:
+    """The rows of the CSV that `nbgrader export --exporter=grader.lms.<exporter>` writes, run as
+    instructors run it: nbgrader's command, from the repository root (its nbgrader_config.py)."""
+    dest = tmp_path / f"{exporter}.csv"
+    nbgrader = Path(sys.executable).parent / "nbgrader"
+    out = subprocess.run([str(nbgrader), "export", f"--exporter=grader.lms.{exporter}", "--to", str(dest),
+                          f"--db={db_url}", *options], capture_output=True, text=True, timeout=120, cwd=course.ROOT)
+    assert out.returncode == 0, out.stderr[-3000:]
+    raw = dest.read_bytes()
+    assert not raw.startswith(b"\xef\xbb\xbf")  # UTF-8 without a byte-order mark
+    with open(dest, encoding="utf-8", newline="") as f:
+        return list(csv.reader(f))
+
+
+def test_the_units_have_the_exercises_these_tests_score():
+    for unit, exercises in EXERCISES.items():
+        found = notebook.exercises(notebook.read(course.source_notebook(unit)))
+        assert [(e.grade_id, e.points) for e in found] == exercises
+
+
+def test_canvas_one_column_per_unit(db_url, tmp_path):
+    rows = _export(db_url, tmp_path, "CanvasExport")
+    assert rows == [
+        ["Student", "ID", "SIS User ID", "SIS Login ID", "Section", "01_dot_product", "02_softmax"],
+        ["Points Possible", "", "", "", "", "5", "7"],
+        ["Lee, Ann", "101", "", "ann", "", "5", "6"],
+        ["cho", "", "", "cho", "", "", "3.67"],     # no name on record: the login; unit 01 not submitted
+        ["王, 小明", "102", "", "wang", "", "1.5", ""],  # the manual 0.5 replaced the automatic 1
+    ]
+    # the same totals as the grader's own reading of the gradebook
+    for unit, column in zip(UNITS, (5, 6)):
+        assert {r[3]: float(r[column]) for r in rows[2:] if r[column]} == \
+            pytest.approx(gradebook.scores(db_url, unit), abs=0.005)
+
+
+def test_canvas_one_column_per_exercise(db_url, tmp_path):
+    rows = _export(db_url, tmp_path, "CanvasExport", "--CanvasExport.per_exercise=True")
+    names = [f"{unit}/{grade_id}" for unit in UNITS for grade_id, _ in EXERCISES[unit]]
+    assert rows[0] == ["Student", "ID", "SIS User ID", "SIS Login ID", "Section", *names]
+    assert rows[1] == ["Points Possible", "", "", "", "", *(str(p) for u in UNITS for _, p in EXERCISES[u])]
+    assert {row[3]: row[5:] for row in rows[2:]} == {
+        "ann": ["1", "1", "1", "2", "2", "2", "1", "1", "0"],
+        "cho": ["", "", "", "", "0.67", "2", "1", "0", "0"],
+        "wang": ["0.5", "1", "0", "0", "", "", "", "", ""],
+    }
+    assert [row[0] for row in rows[2:]] == ["Lee, Ann", "cho", "王, 小明"]
+
+
+def test_moodle(db_url, tmp_path):
+    assert _export(db_url, tmp_path, "MoodleExport") == [
+        ["First name", "Last name", "Username", "Email address", "ID number", "01_dot_product", "02_softmax"],
+        ["Ann", "Lee", "ann", "ann@example.org", "101", "5", "6"],
+        ["", "", "cho", "", "", "-", "3.67"],        # "-": Moodle's "no grade"
+        ["小明", "王", "wang", "wang@example.cn", "102", "1.5", "-"],
+    ]
+    # --LmsExport sets both exporters; nbgrader's --assignment and --student limit the export
+    rows = _export(db_url, tmp_path, "MoodleExport", "--LmsExport.per_exercise=True",
+                   "--assignment=01_dot_product", "--student=wang")
+    assert rows == [["First name", "Last name", "Username", "Email address", "ID number",
+                     *(f"01_dot_product/{grade_id}" for grade_id, _ in EXERCISES["01_dot_product"])],
+                    ["小明", "王", "wang", "wang@example.cn", "102", "0.5", "1", "0", "0"]]
+
+
+@pytest.mark.parametrize(("value", "written"), [(4.0, "4"), (3.5, "3.5"), (4.0000001, "4"), (2 / 3, "0.67"),
+                                                (10.0, "10"), (0.0, "0"), (-1e-9, "0")])
+def test_numbers_are_written_plainly(value, written):
+    assert number(value) == written
