@@ -3,10 +3,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
 from . import course
+from .shards import ShardError, chosen_shard, parse_shard
 
 
 def _release(args) -> int:
@@ -24,16 +26,6 @@ def _release(args) -> int:
     return 1 if problems else 0
 
 
-def _shard(text: str) -> tuple[int, int]:
-    try:
-        k, n = (int(v) for v in text.split("/"))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"--shard takes K/N, e.g. 1/4, not {text!r}") from None
-    if not 1 <= k <= n:
-        raise argparse.ArgumentTypeError(f"--shard {text}: K must be between 1 and N")
-    return k, n
-
-
 def _grade(args) -> int:
     from . import sandbox, settings
 
@@ -46,9 +38,21 @@ def _grade(args) -> int:
         return 2
     config = settings.load(cell_seconds=args.cell_timeout, notebook_seconds=args.notebook_timeout,
                            workers=args.workers, db_url=args.db)
+    shard = None
+    if path.is_dir():
+        try:
+            chosen = chosen_shard(args.shard, os.environ)
+        except ShardError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+        if chosen:
+            shard, source = chosen
+            print(f"grading shard {shard[0]}/{shard[1]} of the students, from {source}", file=sys.stderr)
     jail = sandbox.confinement()
     if not jail.command:
-        print("WARNING: " + "!" * 70 + f"\nWARNING: {jail.description}\nWARNING: " + "!" * 70, file=sys.stderr)
+        rule = "WARNING: " + "!" * 70
+        print("\n".join([rule, *("WARNING: " + line for line in jail.description.splitlines()), rule]),
+              file=sys.stderr)
     if path.is_file():
         from .grade import grade_notebook
 
@@ -58,7 +62,7 @@ def _grade(args) -> int:
     from .batch import grade_folder, table
 
     course_root = Path(args.course_dir) if args.course_dir else path.resolve().parent
-    results, graded_now = grade_folder(path, course_root, config, shard=args.shard, regrade=args.regrade,
+    results, graded_now = grade_folder(path, course_root, config, shard=shard, regrade=args.regrade,
                                        progress=not args.json)
     if args.report:
         from .report import write_report
@@ -108,8 +112,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--db", help="the gradebook's database URL, e.g. postgresql://user@host/course "
                                 "(default: nbgrader_config.py's db_url, else COURSE_DIR/gradebook.db)")
     p.add_argument("--workers", type=int, help="notebooks graded at once (default: the number of cores)")
-    p.add_argument("--shard", type=_shard, help="K/N: grade only the K-th of N shares of the students "
-                                                "(one per machine, all writing to one --db)")
+    p.add_argument("--shard", type=parse_shard, help="K/N: grade only the K-th of N shares of the students (one per "
+                                                "machine, all writing to one --db); N alone: K from the scheduler "
+                                                "(a SLURM job array's task, a Kubernetes Indexed Job's "
+                                                "JOB_COMPLETION_INDEX); no --shard inside a SLURM job array: K and "
+                                                "N from the array")
     p.add_argument("--regrade", action="store_true", help="grade again notebooks already graded and unchanged")
     p.add_argument("--report", help="also write a class report (self-contained HTML) to this file")
     p.add_argument("--cell-timeout", type=int, help="seconds a cell may run (default: nbgrader_config.py's "
@@ -117,6 +124,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--notebook-timeout", type=int, help="seconds a whole notebook may run (default: 900)")
     p.set_defaults(func=_grade)
 
+    p = sub.add_parser("hub", add_help=False, help="a class on one machine: start JupyterHub (hub [zh] [--port N]), "
+                                                   "or make its accounts (hub add NAME ... [--instructor])")
+    p.set_defaults(func=None)
+
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["hub"]:
+        from .hub import main as hub
+
+        return hub(argv[1:])
     args = parser.parse_args(argv)
     try:
         return args.func(args)

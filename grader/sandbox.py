@@ -13,7 +13,8 @@ bubblewrap when it works on this machine:
   only this submission's notebook: no solutions/, no other submission, no gradebook, no home.
 Limits (RLIMIT_*) on memory, CPU time, processes, file size; a watchdog here on wall time and
 on the size of `workdir`; the runner caps each cell's output. Without bubblewrap only the
-limits apply, and `confinement()` says so loudly.
+limits apply, and `confinement()` says so loudly; when the kernel refuses bubblewrap its
+namespaces (Ubuntu's AppArmor restriction, Debian's sysctl), it also says how to allow them.
 
 The runner (`grader.runner`) saves the executed notebook after every cell, so whatever happens
 (an endless loop, a crash, `os._exit`, running out of memory) the cells that finished keep
@@ -126,11 +127,43 @@ def confinement() -> Confinement:
     tail = _drop_to(NOBODY) if as_root else []
     probe = subprocess.run(command + tail + [sys.executable, "-c", "pass"], capture_output=True, timeout=60)
     if probe.returncode != 0:
-        reason = probe.stderr.decode(errors="replace").strip().splitlines()[-1:] or ["?"]
-        return Confinement((), unconfined.description + f" (bwrap failed: {reason[0][:200]})", False)
+        reason = (probe.stderr.decode(errors="replace").strip().splitlines()[-1:] or ["?"])[0][:200]
+        if any(sign in reason for sign in NAMESPACE_REFUSED):
+            return Confinement((), namespaces_refused(os.path.realpath(bwrap), reason), False)
+        return Confinement((), unconfined.description + f" (bwrap failed: {reason})", False)
     who = "a user id of its own" if as_root else "uid 65534 in a user namespace"
     return Confinement(tuple(command), f"bubblewrap: {who}, no network, read-only system and course "
                                        "package, a private scratch folder", as_root)
+
+
+# What bubblewrap says when the kernel will not let it make its namespaces: AppArmor's restriction
+# (Ubuntu 24.04+: the uid map, or the loopback of the new network namespace), Debian's sysctl,
+# or no user namespaces at all.
+NAMESPACE_REFUSED = ("setting up uid map", "No permissions to creat", "Creating new namespace failed",
+                     "RTM_NEWADDR")
+
+
+def namespaces_refused(bwrap: str, reason: str, sysctls: Path = Path("/proc/sys")) -> str:
+    """The warning when the kernel refused bubblewrap its namespaces: what that leaves open, and
+    how to allow bubblewrap, on Ubuntu (AppArmor) and, where their sysctls read 0, elsewhere."""
+    profile = ("printf 'abi <abi/4.0>,\\ninclude <tunables/global>\\nprofile bwrap "
+               f"{bwrap} flags=(unconfined) {{\\n  userns,\\n}}\\n' | sudo tee /etc/apparmor.d/bwrap "
+               "&& sudo apparmor_parser -r /etc/apparmor.d/bwrap")
+    lines = [f"process limits only: the kernel refused bubblewrap its namespaces ({reason}), so learner code "
+             "runs as the grader's user and can read and write whatever that user can (solutions/, other "
+             "submissions, the gradebook), and reach the network.",
+             "Ubuntu 24.04+ refuses them through AppArmor (kernel.apparmor_restrict_unprivileged_userns=1). "
+             "Allow bubblewrap alone with an AppArmor profile, /etc/apparmor.d/bwrap:",
+             f"  {profile}",
+             "or allow every program: sudo sysctl -w kernel.apparmor_restrict_unprivileged_userns=0 "
+             "(a file in /etc/sysctl.d/ keeps it after a reboot)."]
+    for setting, whose, fix in (("kernel/unprivileged_userns_clone", "Debian's switch", "1"),
+                                ("user/max_user_namespaces", "no user namespaces at all", "15000")):
+        with contextlib.suppress(OSError):
+            if (sysctls / setting).read_text().strip() == "0":
+                name = setting.replace("/", ".")
+                lines.append(f"Here {name} is 0 ({whose}), which forbids them too: sudo sysctl -w {name}={fix}")
+    return "\n".join(lines)
 
 
 def _drop_to(uid: int) -> list[str]:

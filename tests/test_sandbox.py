@@ -3,9 +3,12 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 
 import nbformat
 import pytest
+from reference import student_notebook
 
 from grader import course, sandbox
 from grader.settings import Limits
@@ -71,3 +74,37 @@ def test_an_output_flood_is_cut_to_the_limit(tmp_path):
     text = "".join(o.get("text", "") for o in outcome.executed.cells[0].outputs)
     assert 100_000 <= len(text) < 110_000 and "kept only the first" in text
     assert outcome.executed.cells[1].outputs[0]["text"] == "after\n"
+
+
+def test_a_kernel_that_refuses_namespaces_is_named_with_the_fix_and_grading_goes_on(tmp_path):
+    """Ubuntu 24.04's AppArmor refuses an ordinary user's bubblewrap its user namespace. A bwrap
+    that fails as it does there, first on PATH: the warning names the cause and both ways to
+    allow bubblewrap, and the notebook is still graded, with the limits alone."""
+    fake = tmp_path / "bin" / "bwrap"
+    fake.parent.mkdir()
+    fake.write_text("#!/bin/sh\necho 'bwrap: setting up uid map: Permission denied' >&2\nexit 1\n")
+    fake.chmod(0o755)
+    notebook = tmp_path / "01_dot_product.ipynb"
+    nbformat.write(student_notebook("01_dot_product"), notebook)
+    out = subprocess.run([sys.executable, "-m", "grader", "grade", str(notebook), "--json"], capture_output=True,
+                         text=True, timeout=600, cwd=course.ROOT,
+                         env={**os.environ, "PATH": f"{fake.parent}{os.pathsep}{os.environ['PATH']}"})
+    assert out.returncode == 0, out.stderr[-3000:]
+    result = json.loads(out.stdout)
+    assert result["score"] == result["max_score"] == 5.0 and result["error"] is None
+    description = result["sandbox"]
+    warning = [line.removeprefix("WARNING: ") for line in out.stderr.splitlines() if line.startswith("WARNING: ")]
+    assert warning[1:-1] == description.splitlines() and len(warning) <= 8   # short enough to read
+    for named in ("process limits only", "bwrap: setting up uid map: Permission denied", "AppArmor",
+                  "/etc/apparmor.d/bwrap", f"profile bwrap {os.path.realpath(fake)} flags=(unconfined)", "userns,",
+                  "apparmor_parser -r", "sudo sysctl -w kernel.apparmor_restrict_unprivileged_userns=0"):
+        assert named in description, named
+
+
+def test_debians_switch_is_named_when_it_is_off(tmp_path):
+    (tmp_path / "kernel").mkdir()
+    (tmp_path / "kernel" / "unprivileged_userns_clone").write_text("0\n")
+    said = sandbox.namespaces_refused("/usr/bin/bwrap", "bwrap: No permissions to create new namespace", tmp_path)
+    assert "sudo sysctl -w kernel.unprivileged_userns_clone=1" in said.splitlines()[-1]
+    (tmp_path / "kernel" / "unprivileged_userns_clone").write_text("1\n")
+    assert "unprivileged_userns_clone" not in sandbox.namespaces_refused("/usr/bin/bwrap", "?", tmp_path)
