@@ -84,9 +84,11 @@ def _one_process_at_a_time(db_url: str) -> Iterator[None]:
         yield
 
 
-def record(result: NotebookResult, db_url: str) -> None:
-    """Write one notebook's automatic scores (grading workers call it at once). Manual scores and comments given
-    in Formgrader live in other columns and are kept; grading again overwrites only the automatic scores."""
+def record(result: NotebookResult, db_url: str, timestamp=None) -> None:
+    """Write one notebook's automatic scores (grading workers call it at once), and when it was
+    submitted (a datetime from nbgrader's timestamp.txt; Formgrader shows lateness from it). Manual
+    scores and comments given in Formgrader live in other columns and are kept; grading again
+    overwrites only the automatic scores."""
     from nbgrader.api import Gradebook
 
     if not (result.unit and result.student):
@@ -94,7 +96,8 @@ def record(result: NotebookResult, db_url: str) -> None:
     # one process at a time: nbgrader creates a new student or submission by check-then-insert
     with _one_process_at_a_time(db_url), Gradebook(db_url, course.COURSE_ID) as gb:
         gb.update_or_create_student(result.student)
-        gb.update_or_create_submission(result.unit, result.student)
+        gb.update_or_create_submission(result.unit, result.student,
+                                       **({"timestamp": timestamp} if timestamp else {}))
         for exercise in result.exercises:
             grade = gb.find_grade(exercise.grade_id, result.unit, result.unit, result.student)
             grade.auto_score = exercise.points

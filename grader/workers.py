@@ -38,6 +38,28 @@ class Submission:
         return (course_root / "autograded" / self.student / (self.unit or "unknown")
                 / f"{self.unit or self.path.stem}.ipynb")
 
+    def exchange_files(self) -> dict[str, bytes]:
+        """What `nbgrader collect` put beside the notebook: the submission's time (the gradebook
+        keeps it, for lateness) and its secret (release_feedback names the learner's feedback
+        with it). Read as files learner code never touched should be: small regular files only."""
+        from .sandbox import read_scratch
+
+        found = {name: read_scratch(self.path.parent / name, 4096) for name in EXCHANGE_FILES}
+        return {name: data for name, data in found.items() if data is not None}
+
+    def timestamp(self):
+        """When the learner submitted, as nbgrader's exchange recorded it; None without one."""
+        from nbgrader.utils import parse_utc
+
+        text = self.exchange_files().get("timestamp.txt")
+        try:
+            return parse_utc(text.decode().strip()) if text else None
+        except (ValueError, OverflowError, UnicodeDecodeError):
+            return None
+
+
+EXCHANGE_FILES = ("timestamp.txt", "submission_secret.txt")
+
 
 def submissions(folder: Path, shard: tuple[int, int] | None = None) -> list[Submission]:
     """One submission per student and unit folder under folder/<student>/<unit>/; with shard
@@ -103,9 +125,14 @@ def _grade_one(submission: Submission, limits: Limits, course_root: Path, db_url
 
 
 def record(submission: Submission, result: NotebookResult, course_root: Path, db_url: str) -> None:
-    """The scores into the gradebook, then the feedback report made from them."""
-    gradebook.record(result, db_url)
-    _feedback(course_root, db_url).write(result, submission.autograded(course_root))
+    """The scores into the gradebook, then the feedback report made from them; the exchange's
+    files go along into autograded/, from where nbgrader's generate_feedback copies them."""
+    gradebook.record(result, db_url, submission.timestamp())
+    autograded = submission.autograded(course_root)
+    for name, data in submission.exchange_files().items():
+        autograded.parent.mkdir(parents=True, exist_ok=True)
+        (autograded.parent / name).write_bytes(data)
+    _feedback(course_root, db_url).write(result, autograded)
 
 
 @functools.cache

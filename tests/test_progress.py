@@ -75,6 +75,8 @@ def test_nothing_is_recorded_while_nbgrader_runs_the_notebook(folder, monkeypatc
     monkeypatch.setenv("NBGRADER_EXECUTION", "validate")
     check("dot_product", {"dot_product": lambda a, b: (a * b).sum()})
     assert not (folder / progress.FILE).exists() and "Progress" not in capsys.readouterr().out
+    progress.progress()   # a graded copy or feedback report saying "0 of 44 pass" would contradict its score
+    assert capsys.readouterr().out == ""
 
 
 def test_a_folder_that_cannot_be_written_keeps_no_record_and_the_check_still_answers(folder, monkeypatch, capsys):

@@ -1,0 +1,71 @@
+"""JupyterHub for one class on one machine: `sudo ./course hub` starts it with these settings.
+
+Who may log in: the machine's own Unix accounts (JupyterHub's PAM authenticator) in the class's
+two groups, which `./course hub add` creates: learners in attention-learners, instructors in
+attention-instructors (the hub's admins). Each server runs as its owner (LocalProcessSpawner),
+so the file permissions of the system keep one learner's work from another's and from the
+instructor's; nbgrader's exchange is the one folder they share. Learners' servers are set up as
+`./course lab` sets up a learner's JupyterLab (instructor tools hidden; Validate and the
+Assignment List shown); instructors' servers add Formgrader and the course folder in their home.
+
+The values that differ from class to class come from the environment `python -m grader hub`
+sets: COURSE_HUB_STATE (the exchange and the hub's own database), COURSE_HUB_BIND and COURSE_LANG.
+"""
+import grp
+import os
+import pwd
+import sys
+from pathlib import Path
+
+c = get_config()  # noqa: F821 (provided by traitlets when it loads this file)
+
+HUB = Path(__file__).resolve().parent
+REPO = HUB.parent
+STATE = Path(os.environ.get("COURSE_HUB_STATE", "/srv/attention-course"))
+LEARNERS, INSTRUCTORS = "attention-learners", "attention-instructors"
+VENV_BIN = Path(sys.executable).parent
+
+c.JupyterHub.bind_url = os.environ.get("COURSE_HUB_BIND", "http://:8000")
+# The hub's own API and the proxy's take the two ports after the public one (not JupyterHub's
+# fixed 8081 and 8001), so that two hubs on different ports can run on one machine.
+PORT = int(c.JupyterHub.bind_url.rsplit(":", 1)[1].strip("/") or 8000)
+c.JupyterHub.hub_bind_url = f"http://127.0.0.1:{PORT + 1}"
+c.ConfigurableHTTPProxy.api_url = f"http://127.0.0.1:{PORT + 2}"
+c.JupyterHub.db_url = f"sqlite:///{STATE / 'hub' / 'jupyterhub.sqlite'}"
+c.JupyterHub.cookie_secret_file = str(STATE / "hub" / "jupyterhub_cookie_secret")
+c.ConfigurableHTTPProxy.pid_file = str(STATE / "hub" / "proxy.pid")
+
+c.JupyterHub.authenticator_class = "pam"
+c.PAMAuthenticator.allowed_groups = {LEARNERS, INSTRUCTORS}
+c.PAMAuthenticator.admin_groups = {INSTRUCTORS}
+c.PAMAuthenticator.open_sessions = False   # no login session per server: nothing to clean up after
+
+c.Spawner.cmd = [sys.executable, "-m", "jupyterhub.singleuser"]
+c.Spawner.default_url = "/lab"
+c.Spawner.notebook_dir = "~"
+c.Spawner.http_timeout = 120   # a first start on a busy machine imports JupyterLab and nbgrader
+c.Spawner.start_timeout = 120
+
+
+def is_instructor(name: str) -> bool:
+    try:
+        return name in grp.getgrnam(INSTRUCTORS).gr_mem or pwd.getpwnam(name).pw_gid == grp.getgrnam(INSTRUCTORS).gr_gid
+    except KeyError:
+        return False
+
+
+def course_settings(spawner) -> None:
+    """What `./course lab` gives a learner's JupyterLab, and Formgrader to an instructor."""
+    role = "instructor" if is_instructor(spawner.user.name) else "learner"
+    paths = [HUB / role, HUB / "learner"] if role == "instructor" else [HUB / "learner", REPO / "lab" / "learner"]
+    spawner.environment.update({
+        "JUPYTER_CONFIG_PATH": os.pathsep.join(map(str, paths)),
+        "COURSE_EXCHANGE": str(STATE / "exchange"),
+        "COURSE_LANG": os.environ.get("COURSE_LANG", "en"),
+        "PATH": os.pathsep.join([str(VENV_BIN), "/usr/local/bin", "/usr/bin", "/bin"]),
+    })
+    if os.environ.get("COURSE_LANG", "").startswith("zh"):
+        spawner.args = [f"--LabApp.app_settings_dir={REPO / 'lab' / 'zh'}"]
+
+
+c.Spawner.pre_spawn_hook = course_settings
