@@ -98,6 +98,26 @@ def course_folder(name: str, state: Path) -> Path:
     return folder
 
 
+def is_instructor(name: str) -> bool:
+    try:
+        group = grp.getgrnam(INSTRUCTORS)
+        return name in group.gr_mem or pwd.getpwnam(name).pw_gid == group.gr_gid
+    except KeyError:
+        return False
+
+
+def server_environment(name: str, state: Path) -> dict[str, str]:
+    """What the hub gives the server of `name`, and so its terminals: the course's Jupyter
+    settings (a learner's as `./course lab` has them; an instructor's with Formgrader), the
+    class's exchange, and this environment's commands (nbgrader, python) on PATH."""
+    learner = [HUB / "learner", course.ROOT / "lab" / "learner"]
+    paths = [HUB / "instructor", HUB / "learner"] if is_instructor(name) else learner
+    return {"JUPYTER_CONFIG_PATH": os.pathsep.join(map(str, paths)),
+            "COURSE_EXCHANGE": str(exchange(state)),
+            "COURSE_LANG": os.environ.get("COURSE_LANG", "en"),
+            "PATH": os.pathsep.join([str(Path(sys.executable).parent), "/usr/local/bin", "/usr/bin", "/bin"])}
+
+
 def _group(name: str) -> None:
     try:
         grp.getgrnam(name)

@@ -11,19 +11,15 @@ Assignment List shown); instructors' servers add Formgrader and the course folde
 The values that differ from class to class come from the environment `python -m grader hub`
 sets: COURSE_HUB_STATE (the exchange and the hub's own database), COURSE_HUB_BIND and COURSE_LANG.
 """
-import grp
 import os
-import pwd
 import sys
 from pathlib import Path
 
+from grader import hub
+
 c = get_config()  # noqa: F821 (provided by traitlets when it loads this file)
 
-HUB = Path(__file__).resolve().parent
-REPO = HUB.parent
-STATE = Path(os.environ.get("COURSE_HUB_STATE", "/srv/attention-course"))
-LEARNERS, INSTRUCTORS = "attention-learners", "attention-instructors"
-VENV_BIN = Path(sys.executable).parent
+STATE = Path(os.environ.get("COURSE_HUB_STATE", str(hub.STATE)))
 
 c.JupyterHub.bind_url = os.environ.get("COURSE_HUB_BIND", "http://:8000")
 # The hub's own API and the proxy's take the two ports after the public one (not JupyterHub's
@@ -36,8 +32,8 @@ c.JupyterHub.cookie_secret_file = str(STATE / "hub" / "jupyterhub_cookie_secret"
 c.ConfigurableHTTPProxy.pid_file = str(STATE / "hub" / "proxy.pid")
 
 c.JupyterHub.authenticator_class = "pam"
-c.PAMAuthenticator.allowed_groups = {LEARNERS, INSTRUCTORS}
-c.PAMAuthenticator.admin_groups = {INSTRUCTORS}
+c.PAMAuthenticator.allowed_groups = {hub.LEARNERS, hub.INSTRUCTORS}
+c.PAMAuthenticator.admin_groups = {hub.INSTRUCTORS}
 c.PAMAuthenticator.open_sessions = False   # no login session per server: nothing to clean up after
 
 c.Spawner.cmd = [sys.executable, "-m", "jupyterhub.singleuser"]
@@ -47,25 +43,11 @@ c.Spawner.http_timeout = 120   # a first start on a busy machine imports Jupyter
 c.Spawner.start_timeout = 120
 
 
-def is_instructor(name: str) -> bool:
-    try:
-        return name in grp.getgrnam(INSTRUCTORS).gr_mem or pwd.getpwnam(name).pw_gid == grp.getgrnam(INSTRUCTORS).gr_gid
-    except KeyError:
-        return False
-
-
 def course_settings(spawner) -> None:
     """What `./course lab` gives a learner's JupyterLab, and Formgrader to an instructor."""
-    role = "instructor" if is_instructor(spawner.user.name) else "learner"
-    paths = [HUB / role, HUB / "learner"] if role == "instructor" else [HUB / "learner", REPO / "lab" / "learner"]
-    spawner.environment.update({
-        "JUPYTER_CONFIG_PATH": os.pathsep.join(map(str, paths)),
-        "COURSE_EXCHANGE": str(STATE / "exchange"),
-        "COURSE_LANG": os.environ.get("COURSE_LANG", "en"),
-        "PATH": os.pathsep.join([str(VENV_BIN), "/usr/local/bin", "/usr/bin", "/bin"]),
-    })
-    if os.environ.get("COURSE_LANG", "").startswith("zh"):
-        spawner.args = [f"--LabApp.app_settings_dir={REPO / 'lab' / 'zh'}"]
+    spawner.environment.update(hub.server_environment(spawner.user.name, STATE))
+    if os.environ.get("COURSE_LANG", "").startswith("zh"):   # JupyterLab's menus in Chinese
+        spawner.args = [f"--LabApp.app_settings_dir={hub.course.ROOT / 'lab' / 'zh'}"]
 
 
 c.Spawner.pre_spawn_hook = course_settings

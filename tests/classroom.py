@@ -44,6 +44,10 @@ class Classroom:
         """`python ARGS` as the instructor, in their course folder."""
         return self.instructor.run(sys.executable, *args, cwd=self.course, timeout=timeout)
 
+    def in_terminal(self, learner: accounts.Account, *args: str, timeout: int = 600) -> subprocess.CompletedProcess:
+        """`python ARGS` as a learner, in a terminal of their server on the hub (its environment)."""
+        return learner.run(sys.executable, *args, timeout=timeout, env=hub.server_environment(learner.name, self.state))
+
     def learner_notebook(self, learner: accounts.Account) -> Path:
         return learner.home / UNIT / f"{UNIT}.ipynb"
 
