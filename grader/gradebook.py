@@ -6,6 +6,7 @@ import contextlib
 import hashlib
 import os
 import tempfile
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -94,7 +95,10 @@ def record(result: NotebookResult, db_url: str, timestamp=None) -> None:
     if not (result.unit and result.student):
         return
     # one process at a time: nbgrader creates a new student or submission by check-then-insert
-    with _one_process_at_a_time(db_url), Gradebook(db_url, course.COURSE_ID) as gb:
+    with _one_process_at_a_time(db_url), Gradebook(db_url, course.COURSE_ID) as gb, warnings.catch_warnings():
+        # nbgrader's update_or_create_submission adds a submission the way SQLAlchemy 2 warns
+        # about (three SAWarnings per notebook, in every instructor's terminal); it is stored all the same
+        warnings.filterwarnings("ignore", message="Object of type <Submitted", module="nbgrader")
         gb.update_or_create_student(result.student)
         gb.update_or_create_submission(result.unit, result.student,
                                        **({"timestamp": timestamp} if timestamp else {}))

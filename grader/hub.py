@@ -168,6 +168,8 @@ def _start(args) -> int:
     print(f"hub: the class's hub at http://{args.ip or 'localhost'}:{args.port}/ (Ctrl+C stops it)\n"
           f"hub: learners: {', '.join(members[0]) or 'none yet'}; instructors: {', '.join(members[1]) or 'none yet'}\n"
           "hub: add accounts with: sudo ./course hub add NAME ... [--instructor]\n"
+          f"hub: Formgrader, for an instructor NAME: http://{args.ip or 'HOST'}:{args.port}/user/NAME/formgrader "
+          "(in a browser tab of its own: JupyterHub forbids it inside JupyterLab's frame)\n"
           f"hub: the exchange is {exchange(state)}; the hub's own files are in {state / 'hub'}", flush=True)
     os.chdir(state / "hub")
     os.execve(argv[0], argv, env)
