@@ -480,11 +480,17 @@ def glossary_problems(po, language: str, unit: str, terms: list[Term]) -> list[s
         english = _prose(entry.msgid)
         for term in terms:
             pattern = r"(?<![\w-])(" + "|".join(re.escape(f) for f in term.english) + r")(?![\w-])"
-            if re.search(pattern, english, re.I) and term.chinese not in entry.msgstr:
-                found = re.search(pattern, english, re.I).group(0)
+            match = re.search(pattern, english, re.I)
+            if match and term.chinese not in entry.msgstr and not _in_title(match.group(0), entry.msgstr):
+                found = match.group(0)
                 out.append(f"translations/{language}/{unit}.po: {_snippet(entry.msgid)} uses {found!r}, "
                            f"but its translation lacks {term.chinese!r} (translations/{language}/glossary.tsv)")
     return out
+
+
+def _in_title(word: str, translation: str) -> bool:
+    """Whether `word` stays in English inside a title in 《》 (a paper's title is not translated)."""
+    return any(word.lower() in title.lower() for title in re.findall(r"《([^》]*)》", translation))
 
 
 # --- one unit's catalogue, brought up to date ---------------------------------------------------

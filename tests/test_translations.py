@@ -52,6 +52,12 @@ def test_the_glossary_check_catches_a_term_translated_another_way():
     assert any("'注意力'" in p for p in found) and any("'查询'" in p for p in found)
     po[0].msgstr = "每个查询的注意力权重"
     assert translation.glossary_problems(po, LANGUAGE, "demo", translation.glossary(LANGUAGE)) == []
+    # a paper's title stays in English inside 《》, but only there
+    po.append(polib.POEntry(msgid='the table of "Attention is all you need"',
+                            msgstr="论文《Attention Is All You Need》中的表"))
+    assert translation.glossary_problems(po, LANGUAGE, "demo", translation.glossary(LANGUAGE)) == []
+    po[1].msgstr = "论文 Attention Is All You Need 中的表"
+    assert translation.glossary_problems(po, LANGUAGE, "demo", translation.glossary(LANGUAGE)) != []
 
 
 def _numbers_only(value):

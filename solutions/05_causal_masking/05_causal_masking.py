@@ -1464,20 +1464,23 @@ print("1 / (t + 1):     ", 1 / torch.arange(1, T6 + 1))
 # $$PE(t, 2i) = \sin(t\,\omega_i), \qquad PE(t, 2i+1) = \cos(t\,\omega_i), \qquad \omega_i = 10000^{-2i/d} .$$
 #
 # Each pair is a clock hand turning at its own speed: the first pair goes round once every
-# $2\pi \approx 6.3$ positions, the last one almost ten thousand times more slowly. Fast pairs
+# $2\pi \approx 6.3$ positions, the last one $10000^{(d-2)/d}$ times more slowly (about 5,600
+# times for the $d = 32$ of the plot below; close to 10,000 only for wide models). Fast pairs
 # tell neighbours apart, slow ones the beginning of a text from its far end. The table is
-# defined for every position, and moving $k$ positions along turns every pair by the same angle
-# $k\,\omega_i$, so the dot product $PE(m) \cdot PE(n) = \sum_i \cos\big((m - n)\,\omega_i\big)$
+# defined for every position, and moving $k$ positions along turns pair $i$ by the angle
+# $k\,\omega_i$, wherever it starts, so the dot product $PE(m) \cdot PE(n) = \sum_i \cos\big((m - n)\,\omega_i\big)$
 # depends on the offset $m - n$ only.
 #
-# **Rotary positions, RoPE** (Su et al., 2021; LLaMA and most open models since). Nothing is
+# **Rotary positions, RoPE** (Su et al., 2021; Llama and most open models since). Nothing is
 # added to the tokens. Instead, in every attention layer, each pair of entries of a query or key
 # at position $t$ is *rotated* by the angle $t\,\omega_i$, with the frequencies above; the values
 # are left alone. A rotation keeps lengths, and turning $q$ by $m\,\omega_i$ and $k$ by
 # $n\,\omega_i$ changes their dot product only through the difference $(n - m)\,\omega_i$: the
 # score of a query at $m$ with a key at $n$ depends on the two vectors and on the offset
 # $n - m$, never on $m$ and $n$ themselves. (Libraries pair the entries differently: neighbours
-# $(0, 1), (2, 3), \dots$ as here, or entry $i$ with entry $i + d/2$. The effect is the same.)
+# $(0, 1), (2, 3), \dots$ as here, or entry $i$ with entry $i + d/2$. The effect is the same,
+# but trained weights are not interchangeable: moving a checkpoint from one convention to the
+# other permutes the rows of $W_q$ and $W_k$, as Hugging Face's conversion of Llama does.)
 
 # %%
 def sinusoidal_positions(num_tokens, d):

@@ -815,6 +815,12 @@ def mha_dropout_mistakes(x, num_heads, state, train):
     for where, text in at.items():
         yield Mistake(f"in training mode you applied dropout to {text}; apply it to the attention weights "
                       "(after the softmax)", parts[where])
+    raw = mha_parts(x, state, num_heads)
+    for where, text in (("output", "the output of out_proj"), ("context", "the merged context")):
+        both = sorted_values(torch.cat([raw["weights"].flatten(), raw[where].flatten()]))
+        yield Mistake(f"in training mode you applied dropout twice, to the attention weights and to {text} "
+                      "(nanoGPT's residual dropout, which belongs to the transformer block, not here); in "
+                      "MultiHeadAttention apply it to the attention weights only", both)
     yield Mistake("in training mode your output is the same as in eval mode: apply self.dropout to the attention "
                   "weights", torch.zeros(0, dtype=torch.float64))
 

@@ -2352,8 +2352,8 @@ for name, (count, start_loss, after) in tying_results.items():
 # Look at the loss at the start first. The untied model starts near $\log V$, as every
 # untrained model in this notebook did. The tied one starts far higher. PyTorch fills an
 # `nn.Embedding` with numbers of size 1 but an `nn.Linear` with numbers of size about
-# $1/\sqrt{3E}$, so at width 64 the tied head's logits start about twenty times larger than
-# the untied head's. Worse, the hidden state still holds the embedding of the character just
+# $1/\sqrt{3E}$, so at width 64 the tied head's logits start about fourteen times
+# ($\sqrt{3 \cdot 64}$) larger than the untied head's. Worse, the hidden state still holds the embedding of the character just
 # read, and its dot product with that same row is the largest of all: the untrained tied model
 # predicts, almost everywhere and with great confidence, that the last character comes again.
 # Training must undo this first.
@@ -2363,9 +2363,10 @@ for name, (count, start_loss, after) in tying_results.items():
 # it mostly caught up but stayed a little behind: 0.3749 against the checkpoint's 0.3695 for
 # seed 0. Scaling the shared matrix down to GPT-2's initial size (numbers of about 0.02) made
 # it worse here, not better, probably because the token embedding is then drowned out by the
-# position embedding, which still starts with numbers of size 1. So for a character model tying saves under 1% of the parameters and costs some
-# accuracy; GPT-2 ties to save a quarter of its parameters, with an initialisation chosen for
-# it. The graded `TinyGPT` keeps the two matrices apart.
+# position embedding, which still starts with numbers of size 1; GPT-2 and nanoGPT start *every*
+# embedding that small, which we did not try. So for a character model with PyTorch's default
+# initialisation, tying saves under 1% of the parameters and costs some accuracy here; GPT-2
+# ties to save a quarter of its parameters, with an initialisation chosen for it. The graded `TinyGPT` keeps the two matrices apart.
 
 # %% [markdown]
 # ## Recap

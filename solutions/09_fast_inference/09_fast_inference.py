@@ -338,8 +338,8 @@ for layer, (k_before, k_after) in enumerate(zip(before, after)):
 # The first 11 keys of every layer come out the same (up to the last bit or so of float32
 # rounding, since a longer input may be summed in another order): only the 12th row is new.
 # This is the causal mask at work. The hidden state of position *t* depends on the tokens
-# `0 ... t` and on nothing after them, in every layer; keys and values are linear maps of those
-# hidden states; so appending a token cannot change any earlier key or value. The **queries**
+# `0 ... t` and on nothing after them, in every layer; a position's key and value are computed from
+# its hidden state alone (a LayerNorm of that position, then a linear map); so appending a token cannot change any earlier key or value. The **queries**
 # of earlier positions are not needed again either: they served to predict tokens we already have.
 # To predict the next token we need
 #
@@ -368,7 +368,7 @@ print(f"attention scores per head and layer: {plain_scores:,} without, {cached_s
 
 # %% [markdown]
 # Without a cache, step *t* processes *t* positions, so the work **per new token** grows in
-# proportion to the length of the text, and the whole generation of *T* tokens costs about
+# proportion to the length of the text (its attention, as $t^2$), and the whole generation of *T* tokens costs about
 # $T^2/2$ position passes (and $T^3/3$ attention scores). With a cache each step processes one
 # position and computes one row of *t* scores: the work per token is constant in the layers and
 # grows only in proportion to *t* in attention. We will measure the real speed-up once the cache
@@ -391,9 +391,11 @@ print(f"attention scores per head and layer: {plain_scores:,} without, {cached_s
 # | `cache.reset()` | forgets everything | |
 #
 # How it stores them is up to you. The simplest way grows two tensors with `torch.cat`, which
-# copies the whole cache at every step. Inference servers instead allocate a buffer for the
-# longest text once and keep a pointer to how much of it is filled, so that a step writes only
-# the new row; the cache then shows a slice of the buffer. Both are fine here.
+# copies the whole cache at every step. Fast generation loops (Hugging Face's static cache, for
+# example) instead allocate a buffer for the longest text once and keep a pointer to how much of
+# it is filled, so that a step writes only the new row; the cache then shows a slice of the
+# buffer. (Servers of many texts, such as vLLM, hand out fixed-size pages of cache as a text
+# grows, so as not to reserve the longest text for each.) Both are fine here.
 
 # %% [markdown]
 # ### Exercise 1 — `KVCache` (about 10 minutes)
@@ -685,13 +687,17 @@ def cached_attention_mistakes(x, state, heads, chunks):
     i, j, start, end = chunk_masks(chunks)
     causal, hd = j <= i, x.shape[-1] // heads
     if max(chunks) > 1:
-        yield Mistake("the new tokens of one call see each other's keys in both directions: the causal mask is "
-                      "missing, which shows when several tokens come at once (the prefill); the token at position "
-                      "len(cache) + i may only look at keys 0 ... len(cache) + i",
+        yield Mistake("the new tokens of one call see each other's keys in both directions, which shows when "
+                      "several tokens come at once (the prefill): either the causal mask is missing, or its offset "
+                      "was read after the new keys were appended (len(cache) is then P + t, and a mask offset by it "
+                      "blocks nothing); take P = len(cache) before cache.append, then the token at position P + i "
+                      "may only look at keys 0 ... P + i",
                       (attention_reference(x, state, heads, chunks, allowed=j < end),))
     if len(chunks) > 1:
-        yield Mistake("you cut the mask from its top-left corner (rows 0 ... t-1): once the cache holds P tokens the "
-                      "new rows are rows P ... P + t - 1 of the causal mask; new token i may look at keys 0 ... P + i",
+        yield Mistake("you cut the mask from its top-left corner (rows 0 ... t-1), as "
+                      "F.scaled_dot_product_attention(..., is_causal=True) does when there are more keys than "
+                      "queries: once the cache holds P tokens the new rows are rows P ... P + t - 1 of the causal "
+                      "mask; new token i may look at keys 0 ... P + i",
                       (attention_reference(x, state, heads, chunks, allowed=j <= i - start),))
         yield Mistake("the new queries look only at the new keys: attend to all the keys and values the cache "
                       "returns, the cached ones included",
@@ -1374,17 +1380,23 @@ print(f"speed-up at {counts_new[-1]} new tokens: x{speedup:.1f}")
 # The counts of section 2 promised 154× fewer positions. The difference is the fixed cost of a
 # step: a forward pass over one token still runs every operation of the model, about 330 of them
 # for ours (counted as PyTorch dispatches them, views included), each with a few microseconds of
-# overhead; at width 64 that overhead, not arithmetic, is most of the millisecond. The bigger the
-# model (or the batch of texts generated together), the closer the speed-up gets to the count.
+# overhead; at width 64 that overhead, not arithmetic, is most of the millisecond. The speed-up
+# approaches the count only where a step's time is arithmetic: many texts generated together, or a
+# large model on a CPU. On a GPU, one text's step is limited by reading the weights from memory,
+# so a plain step over a few hundred tokens costs little more than a cached one; there the cache
+# pays off for long texts and for serving many texts at once. (Even counted in arithmetic the gain
+# stays below 154×: with a cache, each step's attention still reads every earlier key.)
 #
 # **Beyond absolute positions.** The rebuild past the context comes from *learned absolute
 # position embeddings*, as in GPT-2, not from caching itself:
 # - With **rotary position embeddings** (RoPE, used by Llama and most recent models) a position is
-#   a rotation applied to queries and keys, and the score of a query and a key depends only on how
-#   far apart they are. A cached key stays valid as the text grows, and when old tokens must be
-#   dropped, the keys that remain keep their right distances to every new query. (They still carry,
-#   through the layers below, traces of the tokens that were dropped: a fresh pass over the window
-#   would differ a little, unless the model was trained to work that way.)
+#   a rotation applied to queries and keys, and the score of a query and a key depends on their
+#   positions only through how far apart they are. A cached key stays valid as the text grows, and
+#   when old tokens must be dropped, the keys that remain keep their right distances to every new
+#   query. (Dropping old tokens is still not free for a model trained without a window: such
+#   models put much of their attention on the first tokens of the text, and a cache that has
+#   evicted them can fall apart. Keeping the first few tokens' keys and values in the cache largely
+#   repairs it: Xiao et al., 2023, "Efficient Streaming Language Models with Attention Sinks".)
 # - With **sliding-window attention** (Mistral 7B, for example, which also uses RoPE) the model is
 #   *trained* so that each token attends only to the last `W` tokens. The cache becomes a ring
 #   buffer of `W` entries: the oldest entry is overwritten, nothing is rebuilt, and that is
@@ -1435,16 +1447,17 @@ print(f"in one go: max {scores.max().item():.0f}, sum {torch.exp(scores - scores
 #
 # | step | for each query row |
 # |---|---|
-# | 1 | `m_new = max(m, largest score of the block)` |
+# | 1 | `m_new = max(m, scores.max())`, the larger of `m` and the block's largest score |
 # | 2 | `p = exp(scores − m_new)`, the block's unnormalised weights |
 # | 3 | `c = exp(m − m_new)`, the rescaling factor (0 on the first block, where `m = −∞`) |
-# | 4 | `l = l · c + (sum of p)`, and `acc = acc · c + p @ v_block` |
+# | 4 | `l = l · c + p.sum()`, and `acc = acc · c + p @ v_block` |
 # | 5 | `m = m_new` |
 #
 # After the last block, `acc / l` is the attention output. The largest intermediate is a
 # `(T_q, b)` block of scores instead of `(T_q, T_k)`. FlashAttention tiles the queries as well and
 # runs the whole loop inside one GPU kernel, so that blocks never leave the chip's fast memory;
-# the arithmetic is the table above.
+# the arithmetic of FlashAttention-2 is the table above (the first FlashAttention rescaled the
+# output at every block instead of dividing once at the end).
 
 # %% [markdown]
 # ### Exercise 5 — `online_softmax_attention(q, k, v, block_size, causal=False)` (about 30 minutes)
@@ -1778,7 +1791,10 @@ plt.show()
 # then the masked copy and the weights), so its memory grows as `T²`: ×4 for each doubling of `T`.
 # The online softmax holds a few `(T, 128)` blocks per head and the `(T, 64)` running sums: its
 # memory grows as `T`, ×2 for each doubling. In our run at `T = 2048` that was 134 MiB against
-# 18 MiB. PyTorch's own `F.scaled_dot_product_attention` needed hardly more than its 2 MiB output:
+# 18 MiB. That saving holds for a pass without gradients (generation, a prefill), as here: `q`, `k`
+# and `v` do not require grad. Under autograd your loop would keep every block's scores and weights
+# for the backward pass, `T²` numbers again. FlashAttention's backward keeps only `m` and `l` per
+# query (as their log-sum-exp, `m + log l`) and recomputes each block's weights from them. PyTorch's own `F.scaled_dot_product_attention` needed hardly more than its 2 MiB output:
 # on a CPU it runs a FlashAttention kernel (its profiler names it
 # `_scaled_dot_product_flash_attention_for_cpu`), the same block loop in compiled code, whose small
 # working buffers the meter does not see.
@@ -1826,14 +1842,16 @@ with torch.no_grad():
 #   causal mask, a single-token step blocks nothing.
 # - With **learned absolute positions** the cache is valid only while the text fits the context:
 #   past it every position shifts at every step, and the only exact cache is rebuilt at every step,
-#   which costs what plain generation costs. Rotary and other relative positions, and models trained
-#   with sliding windows, keep their caches.
+#   which costs what plain generation costs. Models trained with sliding windows keep their caches
+#   exactly; rotary and other relative positions let a cache keep its keys past the context, but a
+#   model trained on full windows needs its first tokens kept (attention sinks).
 # - Measured on a CPU: about 6× faster for 256 new tokens after a 64-token prompt, less than the
 #   154× fewer positions, because a step's fixed overhead dominates at this size.
 # - The **online softmax** keeps a running maximum `m`, a running sum `l` and a running weighted
 #   sum of the values, rescales both sums by `exp(m_old − m_new)` whenever the maximum grows, and
-#   divides at the end: attention's output (up to rounding), with memory that grows as `T`, not `T²`.
-#   FlashAttention runs this loop inside one GPU kernel.
+#   divides at the end: attention's output (up to rounding), with memory that grows as `T`, not `T²`,
+#   in a pass without gradients. FlashAttention runs this loop inside one GPU kernel, and trains
+#   with it by recomputing each block in the backward pass from the saved `m` and `l`.
 #
 # This is the last unit of the course: from a dot product of two word vectors to a GPT that
 # writes fast.

@@ -244,6 +244,9 @@ def merge_heads(x):
         "w = self.dropout(torch.softmax(scores, dim=-1))", "w = torch.softmax(scores, dim=-1)").replace(
         "return self.out_proj(ctx)", "return self.dropout(self.out_proj(ctx))"),
             "dropout to the output of out_proj"),
+    Mistake("dropout on the weights and again on the output (nanoGPT's residual dropout)", M, _forward(
+        "return self.out_proj(ctx)", "return self.dropout(self.out_proj(ctx))"),
+            "dropout twice, to the attention weights and to the output of out_proj"),
     Mistake("dropout on the scores before the softmax", M, _forward(
         "w = self.dropout(torch.softmax(scores, dim=-1))", "w = torch.softmax(self.dropout(scores), dim=-1)"),
             "dropped -inf"),

@@ -181,6 +181,20 @@ class KVCache:
             "the causal mask is missing"),
     Mistake("the mask cut from the top-left corner", ATT, attention(blocked="att.mask[:t, :past + t]"),
             "top-left corner"),
+    Mistake("the mask's offset read after the append", ATT,
+            attention(keys="past = len(cache)",
+                      blocked="torch.ones(t, past, dtype=torch.bool, device=x.device).triu(diagonal=past + 1)"),
+            "its offset was read after the new keys were appended"),
+    Mistake("F.scaled_dot_product_attention with is_causal=True on the cached keys", ATT, """
+import torch.nn.functional as F
+def cached_attention(att, x, cache):
+    b, t, _ = x.shape
+    q, k, v = (lin(x).view(b, t, att.num_heads, att.head_dim).transpose(1, 2)
+               for lin in (att.W_query, att.W_key, att.W_value))
+    keys, values = cache.append(k, v)
+    context = F.scaled_dot_product_attention(q, keys, values, is_causal=True)
+    return att.out_proj(context.transpose(1, 2).reshape(b, t, att.d_out))
+""", "F.scaled_dot_product_attention(..., is_causal=True)"),
     Mistake("attends to the new keys only", ATT,
             attention(keys="keys, values = k, v", blocked="att.mask[:t, :t]"), "look only at the new keys"),
     Mistake("scaled by the square root of d_out", ATT, attention(scale="math.sqrt(att.d_out)"),
