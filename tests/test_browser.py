@@ -132,10 +132,15 @@ def screenshot_on_failure(page, name: str) -> Iterator[None]:
 
 
 def wait_idle(page) -> None:
-    """Until the kernel of the notebook in front is idle (it reports busy first when asked to run)."""
+    """Until the kernel of the notebook in front is idle and no cell waits to run ("[*]"). The
+    kernel reports busy only once it takes the first cell, which on a busy machine can come after
+    JupyterLab has queued them all: the indicator alone would say idle too early."""
     time.sleep(0.3)
-    page.wait_for_selector(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook-ExecutionIndicator[data-status='idle']",
-                           timeout=120_000)
+    page.wait_for_function("""() => {
+        const panel = document.querySelector(".jp-NotebookPanel:not(.lm-mod-hidden)");
+        if (!panel || !panel.querySelector(".jp-Notebook-ExecutionIndicator[data-status='idle']")) return false;
+        return ![...panel.querySelectorAll(".jp-InputPrompt")].some(p => p.textContent.includes("[*]"));
+    }""", timeout=120_000)
 
 
 def open_notebook(page, lab: Lab, unit: str) -> None:

@@ -16,7 +16,8 @@
 # - test any module for leaks from the future with your own detector;
 # - build padding masks, and avoid the NaN of a row where every key is blocked;
 # - show that attention without positions cannot tell the order of its tokens, that the causal
-#   mask can, and say what learned, sinusoidal and rotary position encodings add.
+#   mask can, and say what learned, sinusoidal and rotary position encodings add;
+# - write rotary position encoding (RoPE) for tokens at any positions.
 #
 # **How this notebook works.** Run the cells from top to bottom (Shift+Enter). Where you see
 # `# YOUR CODE HERE`, delete the `raise NotImplementedError()` line and write your code. The
@@ -1494,24 +1495,144 @@ def sinusoidal_positions(num_tokens, d):
     return table
 
 
-def rotate_pairs(x, positions):
-    """RoPE: turn each pair of entries (2i, 2i+1) of x (..., T, d) by the angle positions[t] * omega_i."""
+# %% [markdown]
+# ### Exercise 8 — `rope(x, positions, base=10000.0)` (about 15 minutes)
+#
+# **Goal:** apply RoPE to queries or keys `x` of shape `(..., T, d)`, with `d` even. Pair `i` is
+# the entries `(2i, 2i+1)` of each row; the row of token `t` turns pair `i` counter-clockwise by
+# the angle $\theta = \text{positions}[t] \cdot \omega_i$, with $\omega_i = \text{base}^{-2i/d}$:
+#
+# $$(a, b) \;\to\; (a\cos\theta - b\sin\theta,\; a\sin\theta + b\cos\theta) .$$
+#
+# `positions` is a 1-D integer tensor of length `T`, the position of each row. It is not always
+# `0, 1, ..., T-1`: unit 09 feeds a few new tokens at a time, and the new tokens then stand at
+# positions `P, P+1, ...` after the `P` already seen. Return a tensor of the same shape and dtype
+# as `x`, each pair in its place.
+#
+# By hand first. With `d = 2` there is one pair and $\omega_0 = \text{base}^0 = 1$, so the row
+# `(1, 0)` at position 1 turns by 1 radian: `(cos 1, sin 1) = (0.5403, 0.8415)`. With `d = 4`,
+# `base = 100` and the row `(1, 0, 1, 0)` at position 2, pair 0 turns by 2 and pair 1 by
+# $2 \cdot 100^{-2/4} = 0.2$: `(-0.4161, 0.9093, 0.9801, 0.1987)`.
+#
+# <details><summary>Hint</summary>
+#
+# Work on all pairs at once: `x[..., 0::2]` and `x[..., 1::2]` are the first and second entries
+# of every pair, `(..., T, d/2)` each. The angles form a `(T, d/2)` table, positions times speeds,
+# which broadcasts over the leading dimensions.
+# <details><summary>More</summary>
+#
+# `omega = base ** (-torch.arange(0, d, 2) / d)` and `angle = positions[:, None] * omega`. Stack
+# the two rotated halves on a new last axis, `(..., T, d/2, 2)`, and `flatten(-2)` puts each pair
+# back in its place.
+# </details>
+# </details>
+
+# %% nbgrader={"grade": false, "grade_id": "u05_rope", "locked": false, "schema_version": 3, "solution": true, "task": false}
+def rope(x: torch.Tensor, positions: torch.Tensor, base: float = 10000.0) -> torch.Tensor:
+    """Rotary positions: turn each pair of entries (2i, 2i+1) of x (..., T, d), d even, counter-
+    clockwise by the angle positions[t] * base ** (-2i / d). positions: 1-D integers, length T.
+    Returns a tensor of the same shape and dtype as x."""
+    ### BEGIN SOLUTION
     d = x.shape[-1]
-    omega = 10000.0 ** (-torch.arange(0, d, 2, dtype=torch.float32) / d)   # (d/2,)
-    angle = positions.float()[:, None] * omega                             # (T, d/2)
-    cos, sin = torch.cos(angle), torch.sin(angle)
-    even, odd = x[..., 0::2], x[..., 1::2]                                 # (..., T, d/2) each
-    turned = torch.stack((even * cos - odd * sin, even * sin + odd * cos), dim=-1)  # (..., T, d/2, 2)
-    return turned.flatten(-2)                                              # (..., T, d), pairs in place
+    omega = base ** (-torch.arange(0, d, 2, dtype=torch.float64, device=x.device) / d)     # (d/2,)
+    angle = positions.to(device=x.device, dtype=torch.float64)[:, None] * omega            # (T, d/2)
+    cos, sin = torch.cos(angle).to(x.dtype), torch.sin(angle).to(x.dtype)
+    first, second = x[..., 0::2], x[..., 1::2]                                             # (..., T, d/2)
+    turned = torch.stack((first * cos - second * sin, first * sin + second * cos), dim=-1)  # (..., T, d/2, 2)
+    return turned.flatten(-2)                                                              # (..., T, d)
+    ### END SOLUTION
 
 
+# %% nbgrader={"grade": true, "grade_id": "u05_rope_check", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
+from grader.selfcheck import check
+
+check("rope")
+### BEGIN HIDDEN TESTS
+import torch
+
+from grader.spec import Case, Mistake, Spec, run
+
+
+def rope_examples():
+    g = torch.Generator().manual_seed(8)
+    return [Case("the row (1, 0) at position 1, d=2", x=torch.tensor([[1.0, 0.0]]), positions=torch.tensor([1]),
+                 base=10000.0),
+            Case("the row (1, 0, 1, 0) at position 2, d=4, base=100", x=torch.tensor([[1.0, 0.0, 1.0, 0.0]]),
+                 positions=torch.tensor([2]), base=100.0),
+            Case("x of shape (2, 3, 6) at positions [5, 6, 7], as new tokens after 5 cached ones",
+                 x=torch.randn(2, 3, 6, generator=g), positions=torch.tensor([5, 6, 7]), base=10000.0)]
+
+
+def rope_cases(g):
+    return [Case("x of shape (4, 8) at positions 0 ... 3", x=torch.randn(4, 8, generator=g),
+                 positions=torch.arange(4), base=10000.0),
+            Case("x of shape (2, 3, 5, 4) (batch, heads, tokens, head_dim) at positions 10 ... 14",
+                 x=torch.randn(2, 3, 5, 4, generator=g), positions=torch.arange(10, 15), base=10000.0),
+            Case("x of shape (3, 10) at positions [3, 9, 4], base=500", x=torch.randn(3, 10, generator=g),
+                 positions=torch.tensor([3, 9, 4]), base=500.0),
+            Case("x of shape (1, 6, 12), float64, at positions 100 ... 105",
+                 x=torch.randn(1, 6, 12, generator=g, dtype=torch.float64), positions=torch.arange(100, 106),
+                 base=10000.0),
+            Case("x of shape (2, 2) at positions [0, 7], base=2", x=torch.randn(2, 2, generator=g),
+                 positions=torch.tensor([0, 7]), base=2.0)]
+
+
+def call_rope(x, positions, base):
+    return rope(x, positions, base)
+
+
+def rope_reference(x, positions, base, sign=1.0, pairs="neighbours", exponent=2.0, back="interleaved"):
+    """RoPE in float64, with switches that reproduce known mistakes."""
+    x, d = x.double(), x.shape[-1]
+    omega = base ** (-exponent * torch.arange(d // 2, dtype=torch.float64) / d)       # (d/2,)
+    angle = positions.double()[:, None] * omega                                       # (T, d/2)
+    cos, sin = torch.cos(angle), sign * torch.sin(angle)
+    a, b = (x[..., 0::2], x[..., 1::2]) if pairs == "neighbours" else (x[..., :d // 2], x[..., d // 2:])
+    turned = (a * cos - b * sin, a * sin + b * cos)
+    if pairs != "neighbours" or back == "halves":
+        return torch.cat(turned, dim=-1)
+    return torch.stack(turned, dim=-1).flatten(-2)
+
+
+def rope_oracle(x, positions, base):
+    return rope_reference(x, positions, base)
+
+
+def rope_mistakes(x, positions, base):
+    in_order = torch.arange(x.shape[-2])
+    if not torch.equal(positions, in_order):
+        yield Mistake("you turned row t by its place in x (0, 1, ..., T-1), not by positions[t]: new tokens fed "
+                      "after P cached ones stand at positions P, P+1, ...", rope_reference(x, in_order, base))
+    yield Mistake("you turned the pairs clockwise; counter-clockwise, as asked, (a, b) becomes "
+                  "(a cos θ - b sin θ, a sin θ + b cos θ)",
+                  rope_reference(x, positions, base, sign=-1.0))
+    if x.shape[-1] > 2:
+        yield Mistake("you paired entry i with entry i + d/2 (a convention some libraries use); here each pair is "
+                      "two neighbours, (2i, 2i+1)", rope_reference(x, positions, base, pairs="halves"))
+        yield Mistake("pair i turns at base ** (-2i / d), where i counts pairs: you used base ** (-i / d)",
+                      rope_reference(x, positions, base, exponent=1.0))
+        yield Mistake("the turned pairs come back as all first entries, then all second entries: put each pair back "
+                      "in its place (2i, 2i+1), e.g. stack them on a new last axis and flatten",
+                      rope_reference(x, positions, base, back="halves"))
+    if base != 10000.0:
+        yield Mistake("you used 10000 instead of the base you were given", rope_reference(x, positions, 10000.0))
+
+
+run(Spec("rope", call_rope, rope_oracle, examples=rope_examples, cases=rope_cases, mistakes=rope_mistakes))
+### END HIDDEN TESTS
+
+# %% [markdown]
+# With `rope` written, place one query and one key at every position and look at their scores,
+# next to the sinusoidal table and its dot products.
+
+# %%
 T64, d32 = 64, 32
 table = sinusoidal_positions(T64, d32)                   # (T, d)
 torch.manual_seed(7)
 q_one, k_one = torch.randn(d32), torch.randn(d32)        # one query and one key ...
 steps = torch.arange(T64)
-q_at = rotate_pairs(q_one.expand(T64, d32), steps)       # (T, d) ... placed at every position
-k_at = rotate_pairs(k_one.expand(T64, d32), steps)       # (T, d)
+q_at = rope(q_one.expand(T64, d32), steps)               # (T, d) ... placed at every position
+k_at = rope(k_one.expand(T64, d32), steps)               # (T, d)
 rope_scores = q_at @ k_at.T                              # (T, T): row m = query at m, column n = key at n
 
 fig, axes = plt.subplots(1, 3, figsize=(11, 3.6), layout="constrained")
@@ -1548,8 +1669,8 @@ class RotaryAttention(PeekingAttention):
 
     def forward(self, x):                                                     # x: (B, T, d_in)
         positions = torch.arange(x.shape[1])
-        queries = rotate_pairs(self.W_query(x), positions)                    # (B, T, d_out)
-        keys = rotate_pairs(self.W_key(x), positions)                         # (B, T, d_out)
+        queries = rope(self.W_query(x), positions)                            # (B, T, d_out)
+        keys = rope(self.W_key(x), positions)                                 # (B, T, d_out)
         scores = queries @ keys.transpose(-2, -1) / keys.shape[-1] ** 0.5     # (B, T, T)
         return torch.softmax(scores, dim=-1) @ self.W_value(x)                # (B, T, d_out)
 
@@ -1584,6 +1705,8 @@ print("attention with RoPE:                  ", is_permutation_equivariant(rotar
 # - Learned absolute positions add a trained vector per position (up to `context_length`);
 #   sinusoidal positions add a fixed table of sines and cosines; RoPE rotates the queries and
 #   keys so that each score depends on the offset between two positions, not on where they are.
+#   `rope` turns pair `(2i, 2i+1)` of the row at `positions[t]` by `positions[t] · base^(−2i/d)`,
+#   and takes the positions it is given, which under a cache do not start at 0.
 #
 # **Next — unit 06:** several attention heads side by side, each with its own causal mask —
 # multi-head attention.

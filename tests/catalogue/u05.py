@@ -10,6 +10,27 @@ C = "u05_causal_attention"
 IC = "u05_is_causal"
 P = "u05_padding_mask"
 Q = "u05_is_permutation_equivariant"
+RO = "u05_rope"
+
+# The reference rope with one part changed.
+_ROPE = """
+def rope(x, positions, base=10000.0):
+    d = x.shape[-1]
+    omega = BASE ** (-torch.arange(0, d, 2, dtype=torch.float64) / EXPONENT)
+    angle = POSITIONS.double()[:, None] * omega
+    cos, sin = torch.cos(angle).to(x.dtype), torch.sin(angle).to(x.dtype)
+    first, second = FIRST, SECOND
+    turned = (first * cos - second * sin, first * sin + second * cos)
+    return BACK
+"""
+
+
+def _rope(base="base", exponent="d", positions="positions", first="x[..., 0::2]", second="x[..., 1::2]",
+          back="torch.stack(turned, dim=-1).flatten(-2)", sign=""):
+    code = (_ROPE.replace("BASE", base).replace("EXPONENT", exponent).replace("POSITIONS", positions)
+            .replace("FIRST", first).replace("SECOND", second).replace("BACK", back))
+    return code.replace("first * cos - second * sin, first * sin + second * cos",
+                        "first * cos + second * sin, -first * sin + second * cos") if sign else code
 
 # A CausalAttention written from parts, with one line changed by each mistake below.
 _CA = """
@@ -273,6 +294,17 @@ def padding_mask(lengths, num_tokens):
     lengths = torch.as_tensor(lengths)
     return torch.arange(num_tokens)[None, :] < (num_tokens - lengths)[:, None]
 """, "padded on the left"),
+    # --- rope
+    Mistake("rotated by arange(T) instead of positions", RO, _rope(positions="torch.arange(x.shape[-2])"),
+            "not by positions[t]"),
+    Mistake("turned clockwise", RO, _rope(sign="-"), "clockwise"),
+    Mistake("pairs (i, i + d/2) instead of neighbours", RO,
+            _rope(first="x[..., :d // 2]", second="x[..., d // 2:]", back="torch.cat(turned, dim=-1)"),
+            "entry i with entry i + d/2"),
+    Mistake("speeds base ** (-i / d)", RO, _rope(exponent="(2 * d)"), "base ** (-2i / d)"),
+    Mistake("turned pairs returned as two halves", RO, _rope(back="torch.cat(turned, dim=-1)"),
+            "all first entries, then all second entries"),
+    Mistake("base ignored", RO, _rope(base="10000.0"), "instead of the base"),
 ]
 
 ALTERNATIVES = [
@@ -475,5 +507,34 @@ def padding_mask(lengths, num_tokens):
     B = lengths.shape[0]
     positions = torch.arange(num_tokens, device=lengths.device).expand(B, num_tokens)
     return positions >= lengths.unsqueeze(1)
+"""),
+    # --- rope
+    Alternative("rope with complex numbers", RO, """
+def rope(x, positions, base=10000.0):
+    d = x.shape[-1]
+    omega = base ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)
+    turn = torch.polar(torch.ones(len(positions), d // 2, dtype=torch.float64), positions[:, None] * omega)
+    pairs = torch.view_as_complex(x.double().reshape(*x.shape[:-1], d // 2, 2).contiguous())
+    return torch.view_as_real(pairs * turn).flatten(-2).to(x.dtype)
+"""),
+    Alternative("rope with the rotate-half trick on interleaved pairs", RO, """
+def rope(x, positions, base=10000.0):
+    d = x.shape[-1]
+    omega = base ** (-torch.arange(0, d, 2, dtype=torch.float32) / d)
+    angle = (positions.float()[:, None] * omega).repeat_interleave(2, dim=-1)
+    swapped = torch.stack((-x[..., 1::2], x[..., 0::2]), dim=-1).flatten(-2)
+    return (x * torch.cos(angle) + swapped * torch.sin(angle)).to(x.dtype)
+"""),
+    Alternative("rope as a loop over the pairs", RO, """
+import math
+def rope(x, positions, base=10000.0):
+    out = x.clone()
+    d = x.shape[-1]
+    for i in range(d // 2):
+        theta = positions.to(x.dtype) * base ** (-2 * i / d)
+        a, b = x[..., 2 * i], x[..., 2 * i + 1]
+        out[..., 2 * i] = a * torch.cos(theta) - b * torch.sin(theta)
+        out[..., 2 * i + 1] = a * torch.sin(theta) + b * torch.cos(theta)
+    return out
 """),
 ]
