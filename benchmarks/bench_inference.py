@@ -17,6 +17,10 @@
    PyTorch's F.scaled_dot_product_attention, for one sequence of 4 heads of 64 features, causal,
    as T doubles up to --max-len; with the time of each (median of 3) and the largest difference
    of the online softmax from full attention.
+3. The cache's own memory: the bytes that the KV caches of the checkpoint's shape hold after a
+   prefill of T tokens (measured with PeakMemory: the tensors created in the block and still
+   alive), against kv_cache_bytes, per token and in all; then the formula for GPT-2 small and a
+   7B model in float16, with 32 and with 8 key/value heads.
 
 The code measured is unit 09's own: the given model and sampling code, the reference answers
 (KVCache, cached_attention, forward_cached, generate_cached, online_softmax_attention), the
@@ -46,7 +50,7 @@ ROOT = Path(__file__).resolve().parent.parent
 CHECKPOINT = ROOT / "data" / "tiny_gpt.pt"
 NAMES = ("GPTConfig", "LayerNorm", "GELU", "FeedForward", "MultiHeadAttention", "TransformerBlock", "TinyGPT",
          "sample_next_token", "generate", "KVCache", "cached_attention", "forward_cached", "generate_cached",
-         "online_softmax_attention", "full_attention", "PeakMemory")
+         "online_softmax_attention", "full_attention", "PeakMemory", "kv_cache_bytes")
 
 
 def unit09() -> types.ModuleType:
@@ -166,6 +170,31 @@ def memory_part(u, args) -> None:
             length *= 2
 
 
+def cache_memory_part(u, args) -> None:
+    shape = shape_of_checkpoint()
+    print(f"\nThe cache's memory: TinyGPT {shape['num_layers']} layers, {shape['num_heads']} heads, width "
+          f"{shape['emb_dim']}, float32; measured after a prefill (PeakMemory) against kv_cache_bytes")
+    for length in (16, 64, 256):
+        cfg = u.GPTConfig(**dict(shape, context_length=length))
+        model = u.TinyGPT(cfg).eval()
+        prompt = torch.zeros(1, length, dtype=torch.long)
+        with torch.no_grad(), u.PeakMemory() as meter:
+            caches = [u.KVCache() for _ in model.blocks]
+            logits = u.forward_cached(model, prompt, caches)
+            del logits
+        formula = u.kv_cache_bytes(cfg, length)
+        print(f"  T = {length:4d}: measured {meter.live:>9,} bytes, formula {formula:>9,} bytes "
+              f"({meter.live / length:,.0f} bytes per token, ratio {meter.live / formula:.3f})")
+    gpt2 = u.GPTConfig(vocab_size=50257, context_length=1024, emb_dim=768, num_heads=12, num_layers=12)
+    big = u.GPTConfig(vocab_size=32000, context_length=4096, emb_dim=4096, num_heads=32, num_layers=32)
+    for name, cfg, kv_heads in (("GPT-2 small", gpt2, None), ("7B, 32 key/value heads", big, None),
+                                ("7B, 8 key/value heads (grouped-query)", big, 8)):
+        per_token = u.kv_cache_bytes(cfg, 1, dtype=torch.float16, num_kv_heads=kv_heads)
+        text = u.kv_cache_bytes(cfg, cfg.context_length, dtype=torch.float16, num_kv_heads=kv_heads)
+        print(f"  {name}: {per_token / 2 ** 10:,.0f} KiB per token in float16, {text / 2 ** 30:.2f} GiB per text of "
+              f"{cfg.context_length} tokens")
+
+
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--prompt", type=int, default=64, help="prompt tokens (default 64)")
@@ -183,6 +212,7 @@ def main(argv=None) -> None:
     kv_cache_part(u, args)
     if not args.skip_memory:
         memory_part(u, args)
+    cache_memory_part(u, args)
 
 
 if __name__ == "__main__":

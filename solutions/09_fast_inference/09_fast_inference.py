@@ -19,7 +19,8 @@
 # - explain what absolute position embeddings cost past the context, and how rotary positions
 #   and sliding windows avoid it;
 # - compute softmax attention block by block with a running maximum and a running sum, and
-#   measure the memory it saves.
+#   measure the memory it saves;
+# - count what the cache itself costs in memory, for our model and for a 7B one.
 #
 # **How this notebook works.** Run the cells from top to bottom (Shift+Enter). Where you see
 # `# YOUR CODE HERE`, delete the `raise NotImplementedError()` line and write your code. The
@@ -1831,7 +1832,156 @@ with torch.no_grad():
 # from the GPU's main memory, which is what limits plain attention there. PyTorch's
 # `F.scaled_dot_product_attention` picks such a fused kernel when one exists for the device and the
 # inputs; your `online_softmax_attention` is the same arithmetic, written so that you can read it.
+
+# %% [markdown]
+# ## 8. What the cache itself costs
 #
+# The cache trades memory for time, and so far we have counted only the time. Every layer keeps
+# a key and a value for every position of every text being written: per token,
+#
+# $$2 \times \text{layers} \times \text{heads} \times \text{head\_dim} \times \text{bytes per number}$$
+#
+# (the 2 for keys and values). Our model has 4 layers of 4 heads of 16 features in float32: 2 ×
+# 4 × 4 × 16 × 4 = 2,048 bytes, 2 KiB per token, 128 KiB for a full context of 64 tokens, next to
+# about 830 KB of weights. Small. But the count grows with the model, the text and the number of
+# texts written at once, and for large models it is the cache, not the weights, that fills the
+# memory of an inference server.
+#
+# Some models share one key and value head among several query heads (*grouped-query
+# attention*, as in Llama 2 70B and Llama 3, with 8 key/value heads for 64 or 32 query heads),
+# and their cache holds `num_kv_heads` heads instead of `num_heads`: that is the whole point.
+
+# %% [markdown]
+# ### Exercise 6 — `kv_cache_bytes(cfg, num_tokens, batch_size=1, dtype=torch.float32, num_kv_heads=None)` (about 5 minutes)
+#
+# **Goal:** return, as a Python `int`, the bytes that the keys and values of every layer of a
+# model with configuration `cfg` take for `num_tokens` positions of `batch_size` texts, stored
+# as `dtype` (e.g. `torch.float16`: 2 bytes per number). `num_kv_heads=None` means one key and
+# value head per query head, `cfg.num_heads`; otherwise the cache holds `num_kv_heads` heads of
+# `head_dim = cfg.emb_dim // cfg.num_heads` features.
+#
+# <details><summary>Hint</summary>
+#
+# Multiply, per layer and per position, what the formula above lists; the batch is one more
+# factor. `dtype.itemsize` is the size of one number in bytes.
+# </details>
+
+# %% nbgrader={"grade": false, "grade_id": "u09_kv_cache_bytes", "locked": false, "schema_version": 3, "solution": true, "task": false}
+def kv_cache_bytes(cfg: GPTConfig, num_tokens: int, batch_size: int = 1, dtype: torch.dtype = torch.float32,
+                   num_kv_heads: int | None = None) -> int:
+    """Bytes of the keys and values of every layer for num_tokens positions of batch_size texts,
+    stored as dtype; num_kv_heads key/value heads of head_dim features (None: cfg.num_heads)."""
+    ### BEGIN SOLUTION
+    heads = cfg.num_heads if num_kv_heads is None else num_kv_heads
+    head_dim = cfg.emb_dim // cfg.num_heads
+    return 2 * cfg.num_layers * batch_size * num_tokens * heads * head_dim * dtype.itemsize
+    ### END SOLUTION
+
+
+# %% nbgrader={"grade": true, "grade_id": "u09_kv_cache_bytes_check", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
+from grader.selfcheck import check
+
+check("kv_cache_bytes")
+### BEGIN HIDDEN TESTS
+import torch
+
+from grader.spec import Case, Exact, Mistake, Spec, run
+
+SIZES = {"float32": 4, "float16": 2, "bfloat16": 2, "float64": 8}
+
+
+def cache_case(label, emb_dim, num_heads, num_layers, num_tokens, batch_size=1, dtype="float32", num_kv_heads=None):
+    cfg = dict(vocab_size=50, context_length=max(num_tokens, 8), emb_dim=emb_dim, num_heads=num_heads,
+               num_layers=num_layers)
+    return Case(label, cfg=cfg, num_tokens=num_tokens, batch_size=batch_size, dtype=dtype, num_kv_heads=num_kv_heads)
+
+
+def cache_examples():
+    return [cache_case("our model: emb_dim 64, 4 heads, 4 layers, 64 tokens in float32", 64, 4, 4, 64),
+            cache_case("GPT-2 small: emb_dim 768, 12 heads, 12 layers, 1024 tokens in float16", 768, 12, 12, 1024,
+                       dtype="float16"),
+            cache_case("emb_dim 4096, 32 heads, 32 layers, 4096 tokens, 4 texts, float16, 8 key/value heads", 4096,
+                       32, 32, 4096, batch_size=4, dtype="float16", num_kv_heads=8)]
+
+
+def cache_cases(g):
+    return [cache_case("emb_dim 12, 3 heads, 2 layers, 5 tokens", 12, 3, 2, 5),
+            cache_case("emb_dim 8, 2 heads, 1 layer, 1 token, 3 texts, float64", 8, 2, 1, 1, batch_size=3,
+                       dtype="float64"),
+            cache_case("emb_dim 32, 8 heads, 3 layers, 7 tokens, bfloat16, 2 key/value heads", 32, 8, 3, 7,
+                       dtype="bfloat16", num_kv_heads=2),
+            cache_case("emb_dim 16, 4 heads, 2 layers, 10 tokens, num_kv_heads=4 given", 16, 4, 2, 10, num_kv_heads=4),
+            cache_case("emb_dim 24, 6 heads, 5 layers, 0 tokens", 24, 6, 5, 0)]
+
+
+def call_kv_cache_bytes(cfg, num_tokens, batch_size, dtype, num_kv_heads):
+    return kv_cache_bytes(GPTConfig(**cfg), num_tokens, batch_size=batch_size, dtype=getattr(torch, dtype),
+                          num_kv_heads=num_kv_heads)
+
+
+def cache_oracle(cfg, num_tokens, batch_size, dtype, num_kv_heads):
+    heads = cfg["num_heads"] if num_kv_heads is None else num_kv_heads
+    return 2 * cfg["num_layers"] * batch_size * num_tokens * heads * (cfg["emb_dim"] // cfg["num_heads"]) * SIZES[dtype]
+
+
+def cache_mistakes(cfg, num_tokens, batch_size, dtype, num_kv_heads):
+    right = cache_oracle(cfg, num_tokens, batch_size, dtype, num_kv_heads)
+    if right == 0:
+        return
+    yield Mistake("you counted the keys only: the cache holds keys and values, twice as many numbers", right // 2)
+    if cfg["num_layers"] > 1:
+        yield Mistake("you counted one layer: every layer keeps its own keys and values", right // cfg["num_layers"])
+    if batch_size > 1:
+        yield Mistake("the batch is missing: each text being written has its own keys and values",
+                      right // batch_size)
+    if SIZES[dtype] != 4:
+        yield Mistake("you counted 4 bytes per number whatever the dtype: dtype.itemsize is the size of one number",
+                      right // SIZES[dtype] * 4)
+    if num_kv_heads is not None and num_kv_heads != cfg["num_heads"]:
+        yield Mistake("with num_kv_heads given, the cache holds num_kv_heads heads of keys and values, not "
+                      "num_heads", cache_oracle(cfg, num_tokens, batch_size, dtype, None))
+    yield Mistake("each head holds head_dim = emb_dim // num_heads features, not emb_dim",
+                  right * cfg["num_heads"])
+
+
+run(Spec("kv_cache_bytes", call_kv_cache_bytes, cache_oracle, examples=cache_examples, cases=cache_cases,
+         mistakes=cache_mistakes, judge=Exact()))
+### END HIDDEN TESTS
+
+# %% [markdown]
+# Now measure it. The meter of section 7 counts the tensors created inside its block and still
+# alive at the end, `meter.live`: after a prefill, that is exactly your cache. Then the same
+# count for bigger models, in float16 as they usually run.
+
+# %%
+prompt = torch.tensor([encode(CORPUS_CHARS[:1] * cfg.context_length)], device=device)   # (1, C)
+with torch.no_grad(), PeakMemory() as meter:
+    caches = [KVCache() for _ in model.blocks]
+    logits = forward_cached(model, prompt, caches)
+    del logits
+print(f"our cache after {cfg.context_length} tokens: measured {meter.live:,} bytes, "
+      f"kv_cache_bytes says {kv_cache_bytes(cfg, cfg.context_length):,}")
+weights = sum(p.numel() * p.element_size() for p in model.parameters())
+print(f"our weights: {weights:,} bytes\n")
+
+gpt2 = GPTConfig(vocab_size=50257, context_length=1024, emb_dim=768, num_heads=12, num_layers=12)
+llama7b = GPTConfig(vocab_size=32000, context_length=4096, emb_dim=4096, num_heads=32, num_layers=32)
+for name, big, weights_gb in (("GPT-2 small", gpt2, 0.25), ("a 7B model like Llama 2", llama7b, 13.5)):
+    per_token = kv_cache_bytes(big, 1, dtype=torch.float16)
+    per_text = kv_cache_bytes(big, big.context_length, dtype=torch.float16)
+    print(f"{name}: {per_token / 2**10:,.0f} KiB per token, {per_text / 1e9:.2f} GB per text of "
+          f"{big.context_length} tokens; the weights in float16: about {weights_gb} GB")
+grouped = kv_cache_bytes(llama7b, llama7b.context_length, dtype=torch.float16, num_kv_heads=8)
+print(f"the 7B model with 8 key/value heads instead of 32: {grouped / 1e9:.2f} GB per text")
+
+# %% [markdown]
+# Our cache is as small as our model. A 7B model's is not: at 0.5 MiB per token, one text of 4096
+# tokens holds 2.1 GB of keys and values, and seven such texts outweigh the 13.5 GB of weights.
+# This is why servers count their memory in tokens of cache, and why newer models share key and
+# value heads (grouped-query attention: 8 heads instead of 32 divide the cache by 4) or compress
+# them (DeepSeek's multi-head latent attention).
+
+# %% [markdown]
 # ## Recap
 #
 # - Because attention is causal, adding a token changes no earlier key or value: plain generation
@@ -1852,6 +2002,9 @@ with torch.no_grad():
 #   divides at the end: attention's output (up to rounding), with memory that grows as `T`, not `T²`,
 #   in a pass without gradients. FlashAttention runs this loop inside one GPU kernel, and trains
 #   with it by recomputing each block in the backward pass from the saved `m` and `l`.
+# - The cache costs `2 × layers × kv_heads × head_dim × bytes` per token and per text: 2 KiB for
+#   our model, 0.5 MiB for a 7B model in float16, where a few long texts outweigh the weights;
+#   fewer key/value heads shrink it by the same factor.
 #
 # This is the last unit of the course: from a dot product of two word vectors to a GPT that
 # writes fast.

@@ -4,10 +4,24 @@ from . import Alternative, Mistake
 UNIT = "09_fast_inference"
 
 KV = "u09_kv_cache"
+KB = "u09_kv_cache_bytes"
 ATT = "u09_cached_attention"
 FWD = "u09_forward_cached"
 GEN = "u09_generate_cached"
 ONL = "u09_online_softmax_attention"
+
+# The reference kv_cache_bytes with one part changed.
+_KB = """
+def kv_cache_bytes(cfg, num_tokens, batch_size=1, dtype=torch.float32, num_kv_heads=None):
+    heads = HEADS
+    return KEYS_AND_VALUES * LAYERS * BATCH * num_tokens * heads * HEAD_DIM * BYTES
+"""
+
+
+def cache_bytes(heads="cfg.num_heads if num_kv_heads is None else num_kv_heads", kv="2", layers="cfg.num_layers",
+                batch="batch_size", head_dim="(cfg.emb_dim // cfg.num_heads)", size="dtype.itemsize"):
+    return (_KB.replace("HEADS", heads).replace("KEYS_AND_VALUES", kv).replace("LAYERS", layers)
+            .replace("BATCH", batch).replace("HEAD_DIM", head_dim).replace("BYTES", size))
 
 # The reference KVCache with one part changed.
 _KV = '''
@@ -289,6 +303,13 @@ def online_softmax_attention(q, k, v, block_size, causal=False):
         blocks.append(s)
     return torch.softmax(torch.cat(blocks, dim=-1), dim=-1) @ v
 """, "as much memory as the full"),
+    # --- kv_cache_bytes
+    Mistake("keys only", KB, cache_bytes(kv="1"), "you counted the keys only"),
+    Mistake("one layer", KB, cache_bytes(layers="1"), "you counted one layer"),
+    Mistake("the batch left out", KB, cache_bytes(batch="1"), "the batch is missing"),
+    Mistake("4 bytes whatever the dtype", KB, cache_bytes(size="4"), "4 bytes per number whatever the dtype"),
+    Mistake("num_kv_heads ignored", KB, cache_bytes(heads="cfg.num_heads"), "not num_heads"),
+    Mistake("emb_dim per head", KB, cache_bytes(head_dim="cfg.emb_dim"), "not emb_dim"),
 ]
 
 ALTERNATIVES = [
@@ -452,5 +473,19 @@ def online_softmax_attention(q, k, v, block_size, causal=False):
         m = new_m
         start = stop
     return acc / l
+"""),
+    # --- kv_cache_bytes
+    Alternative("kv_cache_bytes from an empty tensor's element size", KB, """
+def kv_cache_bytes(cfg, num_tokens, batch_size=1, dtype=torch.float32, num_kv_heads=None):
+    kv_heads = num_kv_heads or cfg.num_heads
+    one = torch.empty((), dtype=dtype).element_size()
+    per_layer = 2 * batch_size * kv_heads * num_tokens * (cfg.emb_dim // cfg.num_heads) * one
+    return int(per_layer * cfg.num_layers)
+"""),
+    Alternative("kv_cache_bytes from the size of a cache's keys", KB, """
+def kv_cache_bytes(cfg, num_tokens, batch_size=1, dtype=torch.float32, num_kv_heads=None):
+    heads = cfg.num_heads if num_kv_heads is None else num_kv_heads
+    keys = torch.empty(batch_size, heads, num_tokens, cfg.emb_dim // cfg.num_heads, dtype=dtype, device="meta")
+    return 2 * cfg.num_layers * keys.numel() * keys.element_size()
 """),
 ]
