@@ -20,7 +20,8 @@
 #   and sliding windows avoid it;
 # - compute softmax attention block by block with a running maximum and a running sum, and
 #   measure the memory it saves;
-# - count what the cache itself costs in memory, for our model and for a 7B one.
+# - count what the cache itself costs in memory, for our model and for a 7B one, and write the
+#   grouped-query attention that shrinks it.
 #
 # **How this notebook works.** Run the cells from top to bottom (Shift+Enter). Where you see
 # `# YOUR CODE HERE`, delete the `raise NotImplementedError()` line and write your code. The
@@ -1979,7 +1980,229 @@ print(f"the 7B model with 8 key/value heads instead of 32: {grouped / 1e9:.2f} G
 # tokens holds 2.1 GB of keys and values, and seven such texts outweigh the 13.5 GB of weights.
 # This is why servers count their memory in tokens of cache, and why newer models share key and
 # value heads (grouped-query attention: 8 heads instead of 32 divide the cache by 4) or compress
-# them (DeepSeek's multi-head latent attention).
+# them (DeepSeek's multi-head latent attention). Grouped-query attention is a small change to
+# the attention of section 1; write it.
+
+# %% [markdown]
+# ### Exercise 7 — `GroupedQueryAttention(d_in, d_out, context_length, dropout, num_heads, num_kv_heads, qkv_bias=False)` (about 20 minutes)
+#
+# **Goal:** the causal multi-head attention of section 1, with `num_kv_heads` key/value heads
+# shared by the `num_heads` query heads. Consecutive query heads share one: with 8 query heads
+# and 2 key/value heads, query heads 0–3 use key/value head 0 and heads 4–7 use head 1, that is,
+# query head `h` uses key/value head `h // (num_heads // num_kv_heads)`.
+#
+# - `W_query`: `d_in → d_out`, as before; `W_key` and `W_value`: `d_in → num_kv_heads · head_dim`,
+#   with `head_dim = d_out // num_heads`; `out_proj`: `d_out → d_out`; `dropout` on the attention
+#   weights; the causal `mask` as a buffer.
+# - A `ValueError` when `d_out` is not divisible by `num_heads`, or `num_heads` by `num_kv_heads`.
+# - With `num_kv_heads == num_heads` it is `MultiHeadAttention`, weight for weight; with
+#   `num_kv_heads == 1` every query head shares one key and one value head (*multi-query
+#   attention*).
+#
+# <details><summary>Hint</summary>
+#
+# Make the keys and values `(B, num_kv_heads, T, head_dim)`, then give each query head its own
+# copy, so that the attention of `MultiHeadAttention` runs unchanged.
+# <details><summary>More</summary>
+#
+# `k.repeat_interleave(num_heads // num_kv_heads, dim=1)` turns `(B, G, T, hd)` into
+# `(B, H, T, hd)` with each key/value head repeated for its consecutive query heads
+# (`repeat` would deal them out in turn instead).
+# </details>
+# </details>
+
+# %% nbgrader={"grade": false, "grade_id": "u09_grouped_query_attention", "locked": false, "schema_version": 3, "solution": true, "task": false}
+class GroupedQueryAttention(nn.Module):
+    """Causal attention with num_heads query heads sharing num_kv_heads key/value heads: query
+    head h uses key/value head h // (num_heads // num_kv_heads). W_query (d_in -> d_out), W_key and
+    W_value (d_in -> num_kv_heads * head_dim), out_proj (d_out -> d_out), dropout on the weights,
+    buffer mask. ValueError unless num_heads divides d_out and num_kv_heads divides num_heads."""
+
+    def __init__(self, d_in: int, d_out: int, context_length: int, dropout: float, num_heads: int,
+                 num_kv_heads: int, qkv_bias: bool = False):
+        super().__init__()
+        ### BEGIN SOLUTION
+        if d_out % num_heads != 0:
+            raise ValueError(f"d_out={d_out} must be divisible by num_heads={num_heads}")
+        if num_heads % num_kv_heads != 0:
+            raise ValueError(f"num_heads={num_heads} must be divisible by num_kv_heads={num_kv_heads}")
+        self.d_out, self.num_heads, self.num_kv_heads = d_out, num_heads, num_kv_heads
+        self.head_dim = d_out // num_heads
+        self.W_query = nn.Linear(d_in, d_out, bias=qkv_bias)
+        self.W_key = nn.Linear(d_in, num_kv_heads * self.head_dim, bias=qkv_bias)
+        self.W_value = nn.Linear(d_in, num_kv_heads * self.head_dim, bias=qkv_bias)
+        self.out_proj = nn.Linear(d_out, d_out)
+        self.dropout = nn.Dropout(dropout)
+        self.register_buffer("mask", torch.triu(torch.ones(context_length, context_length, dtype=torch.bool),
+                                                diagonal=1))
+        ### END SOLUTION
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        ### BEGIN SOLUTION
+        b, t, _ = x.shape
+        group = self.num_heads // self.num_kv_heads                                       # query heads per kv head
+        q = self.W_query(x).view(b, t, self.num_heads, self.head_dim).transpose(1, 2)     # (B, H, T, hd)
+        k = self.W_key(x).view(b, t, self.num_kv_heads, self.head_dim).transpose(1, 2)    # (B, G, T, hd)
+        v = self.W_value(x).view(b, t, self.num_kv_heads, self.head_dim).transpose(1, 2)  # (B, G, T, hd)
+        k, v = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)       # (B, H, T, hd)
+        scores = q @ k.transpose(-2, -1) / math.sqrt(self.head_dim)                       # (B, H, T, T)
+        scores = scores.masked_fill(self.mask[:t, :t], float("-inf"))
+        weights = self.dropout(torch.softmax(scores, dim=-1))                             # (B, H, T, T)
+        context = (weights @ v).transpose(1, 2).contiguous().view(b, t, self.d_out)       # (B, T, d_out)
+        return self.out_proj(context)
+        ### END SOLUTION
+
+
+# %% nbgrader={"grade": true, "grade_id": "u09_grouped_query_attention_check", "locked": true, "points": 3, "schema_version": 3, "solution": false, "task": false}
+from grader.selfcheck import check
+
+check("GroupedQueryAttention")
+### BEGIN HIDDEN TESTS
+import math
+
+import torch
+import torch.nn.functional as F
+
+from grader.inputs import linear_state
+from grader.spec import Case, Exact, Mistake, Spec, build, run
+
+
+def gqa_case(g, shape, d_out, num_heads, num_kv_heads, qkv_bias=False, label=""):
+    b, t, d_in = shape
+    head_dim = d_out // num_heads
+    state = (linear_state(g, ("W_query",), d_in, d_out, qkv_bias)
+             | linear_state(g, ("W_key", "W_value"), d_in, num_kv_heads * head_dim, qkv_bias)
+             | linear_state(g, ("out_proj",), d_out, d_out, True))
+    return Case(label or f"x {shape}, d_out={d_out}, {num_heads} query heads, {num_kv_heads} key/value heads, "
+                         f"qkv_bias={qkv_bias}",
+                x=torch.randn(*shape, generator=g), state=state, num_heads=num_heads, num_kv_heads=num_kv_heads,
+                qkv_bias=qkv_bias)
+
+
+def gqa_examples():
+    g = torch.Generator().manual_seed(12)
+    return [gqa_case(g, (1, 5, 8), 8, 4, 2, label="x (1, 5, 8), d_out=8, 4 query heads sharing 2 key/value heads"),
+            gqa_case(g, (2, 4, 6), 6, 3, 3, label="x (2, 4, 6), d_out=6, 3 query heads and 3 key/value heads "
+                                                  "(multi-head attention)")]
+
+
+def gqa_cases(g):
+    return [gqa_case(g, (2, 6, 8), 8, 4, 1, qkv_bias=True),      # multi-query attention
+            gqa_case(g, (1, 7, 12), 12, 6, 2),
+            gqa_case(g, (3, 3, 5), 16, 8, 4, qkv_bias=True),
+            gqa_case(g, (1, 1, 4), 4, 2, 1),
+            gqa_case(g, (2, 8, 6), 12, 4, 4)]
+
+
+def call_gqa(x, state, num_heads, num_kv_heads, qkv_bias):
+    d_in, d_out = x.shape[-1], state["W_query.weight"].shape[0]
+    module = build(GroupedQueryAttention, state, d_in, d_out, 8, 0.0, num_heads, num_kv_heads, qkv_bias=qkv_bias)
+    with torch.no_grad():
+        return module(x)
+
+
+def gqa_reference(x, state, num_heads, num_kv_heads, spread="consecutive", scale_dim=None, causal=True):
+    """Grouped-query attention in float64, with switches that reproduce known mistakes."""
+    s = {k: v.double() for k, v in state.items()}
+    (b, t, _), d_out = x.shape, s["W_query.weight"].shape[0]
+    hd, group = d_out // num_heads, num_heads // num_kv_heads
+
+    def lin(name, heads):
+        y = F.linear(x.double(), s[name + ".weight"], s.get(name + ".bias"))
+        return y.view(b, t, heads, hd).transpose(1, 2)
+
+    q, k, v = lin("W_query", num_heads), lin("W_key", num_kv_heads), lin("W_value", num_kv_heads)
+    if spread == "consecutive":
+        k, v = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)
+    else:   # dealt out in turn: query head h gets key/value head h % num_kv_heads
+        k, v = k.repeat(1, group, 1, 1), v.repeat(1, group, 1, 1)
+    scores = q @ k.transpose(-2, -1) / math.sqrt(scale_dim or hd)
+    if causal:
+        scores = scores.masked_fill(torch.ones(t, t, dtype=torch.bool).triu(1), float("-inf"))
+    context = (torch.softmax(scores, dim=-1) @ v).transpose(1, 2).reshape(b, t, d_out)
+    return F.linear(context, s["out_proj.weight"], s["out_proj.bias"])
+
+
+def gqa_oracle(x, state, num_heads, num_kv_heads):
+    return gqa_reference(x, state, num_heads, num_kv_heads)
+
+
+def gqa_mistakes(x, state, num_heads, num_kv_heads):
+    if 1 < num_kv_heads < num_heads:
+        yield Mistake("consecutive query heads must share a key/value head (query head h uses key/value head "
+                      "h // (num_heads // num_kv_heads)); you dealt the key/value heads out in turn, as repeat does: "
+                      "use repeat_interleave", gqa_reference(x, state, num_heads, num_kv_heads, spread="dealt"))
+    yield Mistake("the scores are divided by the square root of d_out; divide by the square root of head_dim",
+                  gqa_reference(x, state, num_heads, num_kv_heads, scale_dim=state["W_query.weight"].shape[0]))
+    if x.shape[1] > 1:
+        yield Mistake("the output depends on future tokens: apply the causal mask to the scores",
+                      gqa_reference(x, state, num_heads, num_kv_heads, causal=False))
+
+
+def gqa_shape_examples():
+    return [Case("GroupedQueryAttention(4, 8, 5, 0.0, num_heads=4, num_kv_heads=3)", d_out=8, num_heads=4,
+                 num_kv_heads=3),
+            Case("the shapes of W_key and W_value for d_in=4, d_out=8, 4 query heads, 2 key/value heads", d_out=8,
+                 num_heads=4, num_kv_heads=2)]
+
+
+def gqa_shape_cases(g):
+    return [Case(f"d_in=4, d_out={do}, num_heads={h}, num_kv_heads={kv}", d_out=do, num_heads=h, num_kv_heads=kv)
+            for do, h, kv in ((12, 4, 1), (7, 2, 1), (12, 6, 4), (16, 8, 8))]
+
+
+def call_gqa_shapes(d_out, num_heads, num_kv_heads):
+    try:
+        module = GroupedQueryAttention(4, d_out, 5, 0.0, num_heads, num_kv_heads)
+    except NotImplementedError:
+        raise
+    except Exception as exc:
+        return f"raised {type(exc).__name__}"
+    return f"W_key {tuple(module.W_key.weight.shape)}, W_value {tuple(module.W_value.weight.shape)}"
+
+
+def gqa_shape_oracle(d_out, num_heads, num_kv_heads):
+    if d_out % num_heads or num_heads % num_kv_heads:
+        return "raised ValueError"
+    rows = num_kv_heads * (d_out // num_heads)
+    return f"W_key {(rows, 4)}, W_value {(rows, 4)}"
+
+
+def gqa_shape_mistakes(d_out, num_heads, num_kv_heads):
+    if d_out % num_heads == 0 and num_heads % num_kv_heads:
+        yield Mistake(f"GroupedQueryAttention(num_heads={num_heads}, num_kv_heads={num_kv_heads}) was built without "
+                      "complaint: raise a ValueError when num_heads is not divisible by num_kv_heads",
+                      f"W_key {(num_kv_heads * (d_out // num_heads), 4)}, W_value "
+                      f"{(num_kv_heads * (d_out // num_heads), 4)}")
+    if not (d_out % num_heads or num_heads % num_kv_heads) and num_kv_heads != num_heads:
+        yield Mistake("W_key and W_value map to num_kv_heads * head_dim features, not d_out: the saving is that the "
+                      "keys and values are fewer", f"W_key {(d_out, 4)}, W_value {(d_out, 4)}")
+
+
+run(Spec("GroupedQueryAttention", call_gqa, gqa_oracle, examples=gqa_examples, cases=gqa_cases,
+         mistakes=gqa_mistakes),
+    Spec("GroupedQueryAttention", call_gqa_shapes, gqa_shape_oracle, examples=gqa_shape_examples,
+         cases=gqa_shape_cases, mistakes=gqa_shape_mistakes, judge=Exact()))
+### END HIDDEN TESTS
+
+# %% [markdown]
+# Check the two promises: with as many key/value heads as query heads it computes what
+# `MultiHeadAttention` computes, and with fewer it caches fewer keys and values.
+
+# %%
+torch.manual_seed(3)
+mha = MultiHeadAttention(64, 64, 16, 0.0, num_heads=8).eval()
+same = GroupedQueryAttention(64, 64, 16, 0.0, num_heads=8, num_kv_heads=8).eval()
+same.load_state_dict(mha.state_dict())
+x_demo = torch.randn(2, 16, 64)                                            # (B, T, d_in)
+with torch.no_grad():
+    print("num_kv_heads == num_heads gives MultiHeadAttention:", torch.allclose(same(x_demo), mha(x_demo), atol=1e-6))
+for kv_heads in (8, 2, 1):
+    layer = GroupedQueryAttention(64, 64, 16, 0.0, num_heads=8, num_kv_heads=kv_heads)
+    with torch.no_grad():
+        cached = layer.W_key(x_demo).numel() + layer.W_value(x_demo).numel()   # what a cache would keep
+    print(f"{kv_heads} key/value head(s): {cached * 4:,} bytes of keys and values for 2 texts of 16 tokens "
+          f"(x{8 // kv_heads} less than 8)")
 
 # %% [markdown]
 # ## Recap
@@ -2004,7 +2227,10 @@ print(f"the 7B model with 8 key/value heads instead of 32: {grouped / 1e9:.2f} G
 #   with it by recomputing each block in the backward pass from the saved `m` and `l`.
 # - The cache costs `2 × layers × kv_heads × head_dim × bytes` per token and per text: 2 KiB for
 #   our model, 0.5 MiB for a 7B model in float16, where a few long texts outweigh the weights;
-#   fewer key/value heads shrink it by the same factor.
+#   fewer key/value heads shrink it by the same factor. **Grouped-query attention** lets
+#   consecutive query heads share a key/value head (`repeat_interleave` over the head axis):
+#   with as many key/value heads as query heads it is multi-head attention, with one it is
+#   multi-query attention.
 #
 # This is the last unit of the course: from a dot product of two word vectors to a GPT that
 # writes fast.

@@ -5,10 +5,50 @@ UNIT = "09_fast_inference"
 
 KV = "u09_kv_cache"
 KB = "u09_kv_cache_bytes"
+GQ = "u09_grouped_query_attention"
 ATT = "u09_cached_attention"
 FWD = "u09_forward_cached"
 GEN = "u09_generate_cached"
 ONL = "u09_online_softmax_attention"
+
+# The reference GroupedQueryAttention with one part changed.
+_GQA = """
+import math
+class GroupedQueryAttention(nn.Module):
+    def __init__(self, d_in, d_out, context_length, dropout, num_heads, num_kv_heads, qkv_bias=False):
+        super().__init__()
+        if d_out % num_heads != 0:
+            raise ValueError("d_out must be divisible by num_heads")
+        CHECK_GROUPS
+        self.d_out, self.num_heads, self.num_kv_heads = d_out, num_heads, num_kv_heads
+        self.head_dim = d_out // num_heads
+        self.W_query = nn.Linear(d_in, d_out, bias=qkv_bias)
+        self.W_key = nn.Linear(d_in, num_kv_heads * self.head_dim, bias=qkv_bias)
+        self.W_value = nn.Linear(d_in, num_kv_heads * self.head_dim, bias=qkv_bias)
+        self.out_proj = nn.Linear(d_out, d_out)
+        self.dropout = nn.Dropout(dropout)
+        self.register_buffer("mask", torch.triu(torch.ones(context_length, context_length, dtype=torch.bool), 1))
+
+    def forward(self, x):
+        b, t, _ = x.shape
+        group = self.num_heads // self.num_kv_heads
+        q = self.W_query(x).view(b, t, self.num_heads, self.head_dim).transpose(1, 2)
+        k = self.W_key(x).view(b, t, self.num_kv_heads, self.head_dim).transpose(1, 2)
+        v = self.W_value(x).view(b, t, self.num_kv_heads, self.head_dim).transpose(1, 2)
+        k, v = SPREAD
+        scores = q @ k.transpose(-2, -1) / SCALE
+        MASK
+        weights = self.dropout(torch.softmax(scores, dim=-1))
+        return self.out_proj((weights @ v).transpose(1, 2).contiguous().view(b, t, self.d_out))
+"""
+
+
+def gqa(check="if num_heads % num_kv_heads != 0:\n            raise ValueError(\"num_kv_heads must divide num_heads\")",
+        spread="k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)",
+        scale="math.sqrt(self.head_dim)", mask="scores = scores.masked_fill(self.mask[:t, :t], float(\"-inf\"))"):
+    return (_GQA.replace("CHECK_GROUPS", check).replace("SPREAD", spread).replace("SCALE", scale)
+            .replace("MASK", mask))
+
 
 # The reference kv_cache_bytes with one part changed.
 _KB = """
@@ -310,6 +350,13 @@ def online_softmax_attention(q, k, v, block_size, causal=False):
     Mistake("4 bytes whatever the dtype", KB, cache_bytes(size="4"), "4 bytes per number whatever the dtype"),
     Mistake("num_kv_heads ignored", KB, cache_bytes(heads="cfg.num_heads"), "not num_heads"),
     Mistake("emb_dim per head", KB, cache_bytes(head_dim="cfg.emb_dim"), "not emb_dim"),
+    # --- GroupedQueryAttention
+    Mistake("key/value heads dealt out in turn (repeat)", GQ,
+            gqa(spread="k.repeat(1, group, 1, 1), v.repeat(1, group, 1, 1)"), "use repeat_interleave"),
+    Mistake("scaled by the square root of d_out", GQ, gqa(scale="math.sqrt(self.d_out)"), "square root of d_out"),
+    Mistake("no causal mask", GQ, gqa(mask="pass"), "apply the causal mask"),
+    Mistake("no check that num_kv_heads divides num_heads", GQ, gqa(check="pass"),
+            "not divisible by num_kv_heads"),
 ]
 
 ALTERNATIVES = [
@@ -487,5 +534,37 @@ def kv_cache_bytes(cfg, num_tokens, batch_size=1, dtype=torch.float32, num_kv_he
     heads = cfg.num_heads if num_kv_heads is None else num_kv_heads
     keys = torch.empty(batch_size, heads, num_tokens, cfg.emb_dim // cfg.num_heads, dtype=dtype, device="meta")
     return 2 * cfg.num_layers * keys.numel() * keys.element_size()
+"""),
+    # --- GroupedQueryAttention
+    Alternative("GroupedQueryAttention with expand instead of repeat_interleave", GQ, gqa(
+        spread="(k[:, :, None].expand(b, self.num_kv_heads, group, t, self.head_dim).reshape(b, self.num_heads, t, "
+               "self.head_dim), v[:, :, None].expand(b, self.num_kv_heads, group, t, self.head_dim).reshape(b, "
+               "self.num_heads, t, self.head_dim))")),
+    Alternative("GroupedQueryAttention with the query heads grouped, no copies of keys", GQ, """
+import math
+class GroupedQueryAttention(nn.Module):
+    def __init__(self, d_in, d_out, context_length, dropout, num_heads, num_kv_heads, qkv_bias=False):
+        super().__init__()
+        if d_out % num_heads or num_heads % num_kv_heads:
+            raise ValueError(f"cannot split d_out={d_out} into {num_heads} heads sharing {num_kv_heads}")
+        self.d_out, self.num_heads, self.num_kv_heads = d_out, num_heads, num_kv_heads
+        self.head_dim = d_out // num_heads
+        self.W_query = nn.Linear(d_in, d_out, bias=qkv_bias)
+        self.W_key = nn.Linear(d_in, num_kv_heads * self.head_dim, bias=qkv_bias)
+        self.W_value = nn.Linear(d_in, num_kv_heads * self.head_dim, bias=qkv_bias)
+        self.out_proj = nn.Linear(d_out, d_out)
+        self.dropout = nn.Dropout(dropout)
+        self.register_buffer("mask", torch.ones(context_length, context_length).triu(1).bool())
+
+    def forward(self, x):
+        b, t, _ = x.shape
+        g, r, hd = self.num_kv_heads, self.num_heads // self.num_kv_heads, self.head_dim
+        q = self.W_query(x).view(b, t, g, r, hd).permute(0, 2, 3, 1, 4)        # (B, G, R, T, hd)
+        k = self.W_key(x).view(b, t, g, 1, hd).permute(0, 2, 3, 1, 4)          # (B, G, 1, T, hd)
+        v = self.W_value(x).view(b, t, g, 1, hd).permute(0, 2, 3, 1, 4)
+        scores = (q @ k.transpose(-2, -1)) / math.sqrt(hd)                     # (B, G, R, T, T)
+        weights = self.dropout(scores.masked_fill(self.mask[:t, :t], float("-inf")).softmax(-1))
+        context = (weights @ v).permute(0, 3, 1, 2, 4).reshape(b, t, self.d_out)
+        return self.out_proj(context)
 """),
 ]
