@@ -1375,7 +1375,7 @@ def call_is_permutation_equivariant(scenario, num_tokens, d):
         return out
 
     result = is_permutation_equivariant(fn, num_tokens, d)
-    return result if result is None else bool(result)
+    return result if result is None or isinstance(result, bool) else f"a {type(result).__name__}"
 
 
 def equivariance_oracle(scenario):
@@ -1394,7 +1394,8 @@ def equivariance_mistakes(scenario):
                      "with a small tolerance (e.g. torch.allclose with atol around 1e-5), not exact equality", False),
         "positions": ("your detector said True for attention with a position vector added to each token, whose "
                       "outputs depend on the order: compare fn(x[:, perm]), the tokens (dimension 1) reordered by a "
-                      "permutation that moves them, with fn(x)[:, perm], and return False when they differ", True),
+                      "permutation that moves them (the identity permutation proves nothing), with fn(x)[:, perm], "
+                      "and return False when they differ", True),
         "causal": ("your detector said True for causal attention: under the mask, position t sees only the first "
                    "t + 1 tokens, so shuffling the tokens changes what each one sees. Compare every output of "
                    "fn(x[:, perm]) with fn(x)[:, perm]", True),
@@ -1405,6 +1406,9 @@ def equivariance_mistakes(scenario):
                      "place along cannot see: draw a fresh random permutation (torch.randperm) in every trial", True),
     }
     yield Mistake(*found[scenario])
+    for kind in ("Tensor", "bool_"):
+        yield Mistake(f"your detector returned a {kind}, not a Python bool: return True or False, e.g. "
+                      "bool(torch.allclose(...)) or .item() of a one-element tensor", f"a {kind}")
 
 
 run(Spec("is_permutation_equivariant", call_is_permutation_equivariant, equivariance_oracle,

@@ -397,7 +397,9 @@ print(f"attention scores per head and layer: {plain_scores:,} without, {cached_s
 # example) instead allocate a buffer for the longest text once and keep a pointer to how much of
 # it is filled, so that a step writes only the new row; the cache then shows a slice of the
 # buffer. (Servers of many texts, such as vLLM, hand out fixed-size pages of cache as a text
-# grows, so as not to reserve the longest text for each.) Both are fine here.
+# grows, so as not to reserve the longest text for each.) `KVCache()` is not told the longest
+# text, so a buffer here would grow as it fills, doubling its size as Python's lists do; with
+# `torch.cat` or with such a buffer, either is fine.
 
 # %% [markdown]
 # ### Exercise 1 — `KVCache` (about 10 minutes)
@@ -578,10 +580,16 @@ run(Spec("KVCache", call_kv_cache, kv_cache_oracle, examples=kv_cache_examples, 
 #
 # <details><summary>Hint</summary>
 #
-# Read `len(cache)` **before** appending. Split heads with `.view(B, t, H, head_dim).transpose(1, 2)`
-# as `att.forward` does. For the mask, `torch.ones(t, P + t, dtype=torch.bool).triu(diagonal=P + 1)`
-# is True exactly where the query `P + i` would look at a later key (try it for `P = 3`, `t = 2`);
-# make it on `x.device`. After `weights @ values`, merge the heads back and apply `out_proj`.
+# Read `len(cache)` **before** appending: call it `P`. Split heads as `att.forward` does. New
+# token `i` stands at position `P + i`: in the `(t, P + t)` table of scores, key `j` is blocked
+# when it comes after that position, `j > P + i`. Draw the table for `P = 3`, `t = 2` first.
+# After `weights @ values`, merge the heads back and apply `out_proj`.
+# <details><summary>More</summary>
+#
+# `torch.ones(t, P + t, dtype=torch.bool, device=x.device).triu(diagonal=P + 1)` is True exactly
+# at the blocked keys. (`F.scaled_dot_product_attention(..., is_causal=True)` would not do: with
+# more keys than queries its mask is the top-left corner.)
+# </details>
 # </details>
 
 # %% nbgrader={"grade": false, "grade_id": "u09_cached_attention", "locked": false, "schema_version": 3, "solution": true, "task": false}
@@ -764,10 +772,14 @@ print("largest difference from the full pass:", (torch.cat(pieces, dim=1) - full
 #
 # <details><summary>Hint</summary>
 #
-# `torch.arange(P, P + t, device=idx.device)` gives the positions. `zip(model.blocks, caches)`
-# pairs each block with its cache. A block computes
+# The new tokens stand after the `P` cached ones: their positions do not start at 0.
+# `zip(model.blocks, caches)` pairs each block with its cache. A block computes
 # `x = x + attention(norm1(x))`, then `x = x + ff(norm2(x))`: write those two lines out with
 # `block.norm1`, `block.att`, `block.ff` and `block.norm2`.
+# <details><summary>More</summary>
+#
+# `torch.arange(P, P + t, device=idx.device)` gives the positions.
+# </details>
 # </details>
 
 # %% nbgrader={"grade": false, "grade_id": "u09_forward_cached", "locked": false, "schema_version": 3, "solution": true, "task": false}
@@ -983,10 +995,16 @@ print("logits", tuple(pieces.shape), "| largest difference from the plain forwar
 #
 # <details><summary>Hint</summary>
 #
-# Keep the loop of `generate` and change what goes into the model: at each step, if the caches
-# are empty or hold `model.cfg.context_length` positions, `reset()` them all and feed
-# `idx[:, -model.cfg.context_length:]`; otherwise feed `idx[:, -1:]`. `forward_cached` returns
-# logits `(B, t, V)`: the last row, `[:, -1, :]`, picks the next token.
+# Keep the loop of `generate` and change what goes into the model: only the tokens the caches
+# have not seen, unless the caches are empty or full, when they start again from the window of
+# the last `context_length` tokens. `forward_cached` returns logits `(B, t, V)`: the last row
+# picks the next token.
+# <details><summary>More</summary>
+#
+# At each step: if `len(caches[0])` is 0 or `model.cfg.context_length`, `reset()` every cache and
+# feed `idx[:, -model.cfg.context_length:]`; otherwise feed `idx[:, -1:]`. Then
+# `forward_cached(...)[:, -1, :]` goes to `sample_next_token`.
+# </details>
 # </details>
 
 # %% nbgrader={"grade": false, "grade_id": "u09_generate_cached", "locked": false, "schema_version": 3, "solution": true, "task": false}
@@ -1377,7 +1395,8 @@ print(f"speed-up at {counts_new[-1]} new tokens: x{speedup:.1f}")
 # **What we measured.** On a two-core CPU, one step without a cache grew from about 1 ms for a
 # text of 16 tokens to about 9 ms at 320 tokens, while a cached step stayed just under 1 ms;
 # writing 256 tokens after a prompt of 64 took about 1.3 s without the cache and 0.2 s with it:
-# **about 6× faster**. (Your numbers will differ with the machine.)
+# **about 6× faster**. (Your numbers will differ with the machine. On a machine busy with other
+# work, a timing can even come out the wrong way round: time again when it is quiet.)
 #
 # The counts of section 2 promised 154× fewer positions. The difference is the fixed cost of a
 # step: a forward pass over one token still runs every operation of the model, about 330 of them
@@ -1469,7 +1488,10 @@ print(f"in one go: max {scores.max().item():.0f}, sum {torch.exp(scores - scores
 # (any leading dimensions), computed by going through the keys and values in blocks of
 # `block_size` (the last block may be shorter) with a running maximum, a running sum and a running
 # weighted sum of the values, as in the table above. With `causal=True`, query `i` may not look at
-# keys `j > i`. No intermediate may hold all `T_q × T_k` scores at once. Return `(..., T_q, d_v)`.
+# keys `j > i`: query `i` and key `i` stand at the same position, the top-left alignment of
+# `is_causal=True`, unlike exercise 2, where new query `i` stands at `P + i`. No tensor may be as
+# large as the full matrix of `T_q × T_k` scores (a boolean mask of that size is fine). Return
+# `(..., T_q, d_v)`.
 #
 # <details><summary>Hint</summary>
 #

@@ -294,6 +294,17 @@ def padding_mask(lengths, num_tokens):
     lengths = torch.as_tensor(lengths)
     return torch.arange(num_tokens)[None, :] < (num_tokens - lengths)[:, None]
 """, "padded on the left"),
+    # --- is_permutation_equivariant
+    Mistake("a detector that returns a tensor", Q, """
+def is_permutation_equivariant(fn, num_tokens, d, trials=3):
+    same = torch.tensor(True)
+    with torch.no_grad():
+        for _ in range(trials):
+            x = torch.randn(2, num_tokens, d)
+            perm = torch.randperm(num_tokens)
+            same = same & torch.isclose(fn(x[:, perm]), fn(x)[:, perm], rtol=1e-5, atol=1e-5).all()
+    return same
+""", "not a Python bool"),
     # --- rope
     Mistake("rotated by arange(T) instead of positions", RO, _rope(positions="torch.arange(x.shape[-2])"),
             "not by positions[t]"),
