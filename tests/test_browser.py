@@ -30,9 +30,11 @@ UNITS = sorted(p.name for p in (ROOT / "notebooks").iterdir() if p.is_dir())
 
 playwright = pytest.importorskip("playwright.sync_api",
                                  reason="the browser test needs Playwright: pip install -e '.[test]'")
-pytestmark = pytest.mark.skipif(
-    CHROMIUM is None, reason="Chromium is not installed (Debian: apt-get install chromium); the browser test "
-                             "drives the system's Chromium and never downloads one")
+pytestmark = [
+    pytest.mark.skipif(CHROMIUM is None, reason="Chromium is not installed (Debian: apt-get install chromium); the "
+                                                "browser test drives the system's Chromium and never downloads one"),
+    pytest.mark.xdist_group("end-to-end"),
+]
 
 RIGHT = "def dot_product(a, b):\n    return (a * b).sum()"
 COSINE = "def dot_product(a, b):\n    return (a * b).sum() / (a.norm() * b.norm())"
@@ -199,11 +201,14 @@ def test_a_learner_alone_works_through_unit_01_and_opens_every_unit(browser, tmp
             assert validate.is_visible()
 
             # The first cell says that Run All stops at an unfinished exercise, and it does.
-            assert "Run All stops at an unfinished exercise" in page.locator(".jp-MarkdownCell").first.text_content()
+            # (expect waits: on a busy machine JupyterLab renders the cells a little at a time)
+            playwright.expect(page.locator(".jp-MarkdownCell").first).to_contain_text(
+                "Run All stops at an unfinished exercise", timeout=60_000)
             run_menu(page, "Run All Cells")
             wait_idle(page)
             errors = page.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']")
-            assert errors.count() == 1 and "NotImplementedError" in errors.first.text_content()
+            playwright.expect(errors).to_have_count(1, timeout=30_000)
+            assert "NotImplementedError" in errors.first.text_content()
             assert page.locator(".jp-Dialog").count() == 0
             # JupyterLab leaves the learner at the last cell; the failed self-check brings itself
             # into view, so the stop is what the learner sees.

@@ -31,6 +31,7 @@ FULL = 5
 playwright = pytest.importorskip("playwright.sync_api", reason="needs Playwright: pip install -e '.[test]'")
 pytest.importorskip("jupyterhub", reason="needs JupyterHub: pip install -e '.[hub]'")
 pytestmark = [
+    pytest.mark.xdist_group("end-to-end"),
     pytest.mark.skipif(CHROMIUM is None, reason="Chromium is not installed (Debian: apt-get install chromium)"),
     pytest.mark.skipif(shutil.which("configurable-http-proxy") is None,
                        reason="configurable-http-proxy is not installed (npm install -g configurable-http-proxy)"),

@@ -21,7 +21,9 @@
 # - compute softmax attention block by block with a running maximum and a running sum, and
 #   measure the memory it saves;
 # - count what the cache itself costs in memory, for our model and for a 7B one, and write the
-#   grouped-query attention that shrinks it.
+#   grouped-query attention that shrinks it;
+# - (optional) write FlashAttention's backward pass, which recomputes each block instead of
+#   keeping it.
 #
 # **How this notebook works.** Run the cells from top to bottom (Shift+Enter). Where you see
 # `# YOUR CODE HERE`, delete the `raise NotImplementedError()` line and write your code. The
@@ -2227,6 +2229,253 @@ for kv_heads in (8, 2, 1):
           f"(x{8 // kv_heads} less than 8)")
 
 # %% [markdown]
+# ## 9. Training with blocks (optional)
+#
+# Section 7 measured the online softmax without gradients. Under autograd, your
+# `online_softmax_attention` would keep every block's scores and weights for the backward pass:
+# `T_q × T_k` numbers again, more than full attention keeps. FlashAttention keeps the saving in
+# training with a backward pass of its own. The forward pass saves only `q`, `k`, `v`, the
+# output `O` and, per query, the log-sum-exp of its scores, `L = m + log l` (one number per
+# query). The backward pass goes through the key blocks again and recomputes each block's
+# weights from it, `P = exp(S − L)` with `S = q kᵀ / √d`, then applies the chain rule of the
+# softmax:
+#
+# | quantity | per block of keys |
+# |---|---|
+# | `dV` | `Pᵀ dO` |
+# | `dP` | `dO Vᵀ` |
+# | `dS` | `P ∘ (dP − D)`, with `D = rowsum(dO ∘ O)`, one number per query, computed once |
+# | `dQ` | `+= dS K / √d` (summed over the blocks) |
+# | `dK` | `dSᵀ Q / √d` |
+#
+# where `dO` is the gradient that arrives from above. `D` is `Σ_j P_ij dP_ij`, the term that the
+# softmax's normalisation adds to every score's gradient; `rowsum(dO ∘ O)` gives it without any
+# `T_q × T_k` tensor.
+
+# %% [markdown]
+# ### Exercise 8 (optional) — `flash_attention(q, k, v, block_size, causal=False)` (about 40 minutes)
+#
+# **Goal:** the output of `online_softmax_attention`, differentiable with respect to `q`, `k`
+# and `v`, through a `torch.autograd.Function` whose forward saves only `q`, `k`, `v`, the output
+# and the per-query log-sum-exp, and whose backward recomputes each block as in the table. Its
+# gradients equal those of `full_attention` (up to rounding), and nothing of size `T_q × T_k`
+# is saved for the backward pass.
+#
+# <details><summary>Hint</summary>
+#
+# `class FlashAttentionFunction(torch.autograd.Function)` with two static methods:
+# `forward(ctx, q, k, v, block_size, causal)` returns the output and calls
+# `ctx.save_for_backward(...)`; `backward(ctx, grad_out)` returns one gradient per input of `forward`, `None` for
+# `block_size` and `causal`. Then `flash_attention` calls `FlashAttentionFunction.apply`.
+# <details><summary>More</summary>
+#
+# In the forward loop of exercise 5, after the last block, `L = m + torch.log(l)`. In the
+# backward loop, mask the block's scores exactly as the forward did, so that `exp(−∞ − L) = 0`;
+# `dk[..., start:start + b, :]` and `dv[..., start:start + b, :]` are written block by block,
+# `dq` is summed.
+# </details>
+# </details>
+
+# %% nbgrader={"grade": false, "grade_id": "u09_flash_attention", "locked": false, "schema_version": 3, "solution": true, "task": false}
+class FlashAttentionFunction(torch.autograd.Function):
+    """Blocked attention whose backward recomputes each block from the saved log-sum-exp."""
+
+    @staticmethod
+    def forward(ctx, q, k, v, block_size, causal):
+        ### BEGIN SOLUTION
+        scale = 1.0 / math.sqrt(q.shape[-1])
+        m = torch.full((*q.shape[:-1], 1), float("-inf"), dtype=q.dtype, device=q.device)  # (..., T_q, 1)
+        l = torch.zeros((*q.shape[:-1], 1), dtype=q.dtype, device=q.device)               # (..., T_q, 1)
+        acc = torch.zeros((*q.shape[:-1], v.shape[-1]), dtype=q.dtype, device=q.device)   # (..., T_q, d_v)
+        rows = torch.arange(q.shape[-2], device=q.device)[:, None]                        # (T_q, 1)
+        for start in range(0, k.shape[-2], block_size):
+            scores = (q @ k[..., start:start + block_size, :].transpose(-2, -1)) * scale  # (..., T_q, b)
+            if causal:
+                cols = torch.arange(start, start + scores.shape[-1], device=q.device)[None, :]
+                scores = scores.masked_fill(cols > rows, float("-inf"))
+            m_new = torch.maximum(m, scores.amax(dim=-1, keepdim=True))
+            p = torch.exp(scores - m_new)
+            correction = torch.exp(m - m_new)
+            l = l * correction + p.sum(dim=-1, keepdim=True)
+            acc = acc * correction + p @ v[..., start:start + block_size, :]
+            m = m_new
+        out = acc / l                                                                     # (..., T_q, d_v)
+        ctx.save_for_backward(q, k, v, out, m + torch.log(l))                             # L: (..., T_q, 1)
+        ctx.block_size, ctx.causal = block_size, causal
+        return out
+        ### END SOLUTION
+
+    @staticmethod
+    def backward(ctx, grad_out):
+        ### BEGIN SOLUTION
+        q, k, v, out, lse = ctx.saved_tensors
+        scale = 1.0 / math.sqrt(q.shape[-1])
+        delta = (grad_out * out).sum(dim=-1, keepdim=True)                                # D: (..., T_q, 1)
+        dq, dk, dv = torch.zeros_like(q), torch.zeros_like(k), torch.zeros_like(v)
+        rows = torch.arange(q.shape[-2], device=q.device)[:, None]
+        for start in range(0, k.shape[-2], ctx.block_size):
+            block = slice(start, start + ctx.block_size)
+            k_block, v_block = k[..., block, :], v[..., block, :]
+            scores = (q @ k_block.transpose(-2, -1)) * scale                              # (..., T_q, b)
+            if ctx.causal:
+                cols = torch.arange(start, start + scores.shape[-1], device=q.device)[None, :]
+                scores = scores.masked_fill(cols > rows, float("-inf"))
+            p = torch.exp(scores - lse)                                                   # the block's weights
+            dv[..., block, :] = p.transpose(-2, -1) @ grad_out
+            ds = p * (grad_out @ v_block.transpose(-2, -1) - delta)                       # (..., T_q, b)
+            dq += (ds @ k_block) * scale
+            dk[..., block, :] = (ds.transpose(-2, -1) @ q) * scale
+        return dq, dk, dv, None, None
+        ### END SOLUTION
+
+
+def flash_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, block_size: int,
+                    causal: bool = False) -> torch.Tensor:
+    """online_softmax_attention(q, k, v, block_size, causal), differentiable: only q, k, v, the
+    output and the per-query log-sum-exp are saved for the backward pass."""
+    ### BEGIN SOLUTION
+    return FlashAttentionFunction.apply(q, k, v, block_size, causal)
+    ### END SOLUTION
+
+
+# %% nbgrader={"grade": true, "grade_id": "u09_flash_attention_check", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
+from grader.selfcheck import check
+
+check("flash_attention")
+### BEGIN HIDDEN TESTS
+import math
+
+import torch
+
+from grader.spec import Case, Mistake, Spec, Tuple, run
+
+
+def flash_case(g, shape, t_k=None, d_v=None, block_size=8, causal=False, label=""):
+    *lead, t_q, d = shape
+    t_k, d_v = t_k or t_q, d_v or d
+    return Case(label or f"q {tuple(shape)}, {t_k} keys, d_v={d_v}, blocks of {block_size}, causal={causal}; parts: "
+                         "0 the output, 1-3 the gradients of q, k, v, 4 whether less than the scores was saved",
+                q=torch.randn(*shape, generator=g, dtype=torch.float64),
+                k=torch.randn(*lead, t_k, d, generator=g, dtype=torch.float64),
+                v=torch.randn(*lead, t_k, d_v, generator=g, dtype=torch.float64),
+                grad=torch.randn(*lead, t_q, d_v, generator=g, dtype=torch.float64),
+                block_size=block_size, causal=causal)
+
+
+def flash_examples():
+    g = torch.Generator().manual_seed(21)
+    return [flash_case(g, (2, 40, 4), block_size=16, causal=True,
+                       label="q, k, v of shape (2, 40, 4), blocks of 16, causal; parts: 0 the output, 1-3 the "
+                             "gradients of q, k, v, 4 whether less than the scores was saved")]
+
+
+def flash_cases(g):
+    return [flash_case(g, (1, 2, 48, 4), block_size=8),
+            flash_case(g, (3, 33, 2), block_size=10, causal=True),
+            flash_case(g, (2, 20, 3), t_k=50, d_v=2, block_size=7),
+            flash_case(g, (1, 64, 4), block_size=64, causal=True)]
+
+
+def call_flash_attention(q, k, v, grad, block_size, causal):
+    q, k, v = (t.clone().requires_grad_() for t in (q, k, v))
+    saved = []
+    with torch.enable_grad():   # the checks may run with gradients off
+        with torch.autograd.graph.saved_tensors_hooks(lambda t: saved.append(t.numel()) or t, lambda t: t):
+            out = flash_attention(q, k, v, block_size, causal)
+        out.backward(grad)
+    scores = out.shape[:-1].numel() * k.shape[-2]
+    small = torch.tensor(1.0 if sum(saved) < scores else 0.0, dtype=torch.float64)
+    return out.detach(), q.grad, k.grad, v.grad, small
+
+
+def reference_backward(q, k, v, grad, causal, lse_from_max=False, with_delta=True, scaled=True):
+    """Full attention's output and gradients in float64, with switches that reproduce mistakes."""
+    q, k, v = (t.clone().requires_grad_() for t in (q, k, v))
+    scale = 1.0 / math.sqrt(q.shape[-1])
+    with torch.enable_grad():
+        scores = q @ k.transpose(-2, -1) * scale
+        if causal:
+            blocked = torch.ones(q.shape[-2], k.shape[-2], dtype=torch.bool).triu(1)
+            scores = scores.masked_fill(blocked, float("-inf"))
+        weights = torch.softmax(scores, dim=-1)
+        out = weights @ v
+        out.backward(grad)
+    if with_delta and scaled and not lse_from_max:
+        return out.detach(), q.grad, k.grad, v.grad
+    with torch.no_grad():   # the same backward as the reference's, with one part changed
+        p = weights if not lse_from_max else torch.exp(scores - scores.amax(dim=-1, keepdim=True))
+        dv = p.transpose(-2, -1) @ grad
+        delta = (grad * out).sum(dim=-1, keepdim=True) if with_delta else 0.0
+        ds = p * (grad @ v.transpose(-2, -1) - delta)
+        factor = scale if scaled else 1.0
+        return out.detach(), ds @ k * factor, ds.transpose(-2, -1) @ q * factor, dv
+
+
+def flash_oracle(q, k, v, grad, causal):
+    return (*reference_backward(q, k, v, grad, causal), torch.tensor(1.0, dtype=torch.float64))
+
+
+def flash_mistakes(q, k, v, grad, causal):
+    _, dq, dk, _ = reference_backward(q, k, v, grad, causal, with_delta=False)
+    yield Mistake("the gradients of q and k leave out D = rowsum(dO * O): the softmax's normalisation takes it from "
+                  "every score's gradient, dS = P * (dP - D)", (None, dq, dk, None, None))
+    _, dq, dk, _ = reference_backward(q, k, v, grad, causal, scaled=False)
+    yield Mistake("the gradients of q and k miss the 1 / sqrt(d) of the scores: dQ = dS K / sqrt(d), "
+                  "dK = dS^T Q / sqrt(d)", (None, dq, dk, None, None))
+    _, dq, dk, dv = reference_backward(q, k, v, grad, causal, lse_from_max=True)
+    yield Mistake("the weights recomputed in the backward pass are not normalised: save L = m + log(l), the "
+                  "log-sum-exp, not only the maximum m, and recompute P = exp(S - L)", (None, dq, dk, dv, None))
+    yield Mistake("as much as the T_q x T_k scores is kept for the backward pass: write a torch.autograd.Function "
+                  "whose forward saves only q, k, v, the output and the log-sum-exp, and recompute each block in "
+                  "backward", (None, None, None, None, torch.tensor(0.0, dtype=torch.float64)))
+
+
+run(Spec("flash_attention", call_flash_attention, flash_oracle, examples=flash_examples, cases=flash_cases,
+         mistakes=flash_mistakes, judge=Tuple()))
+### END HIDDEN TESTS
+
+# %% [markdown]
+# Check it as PyTorch checks its own gradients (`torch.autograd.gradcheck`, in float64 against
+# finite differences), then measure what each way keeps for the backward pass: the bytes held
+# at the end of a forward pass with gradients on, as `T` doubles.
+
+# %%
+q64, k64, v64 = (torch.randn(1, 2, 24, 8, dtype=torch.float64, requires_grad=True) for _ in range(3))
+print("gradcheck against finite differences:",
+      torch.autograd.gradcheck(lambda a, b, c: flash_attention(a, b, c, 7, True), (q64, k64, v64)))
+
+kept = {"full attention": [], "online softmax (exercise 5)": [], "flash_attention": []}
+for t in ([128, 256] if GRADING else [256, 512, 1024]):
+    q, k, v = (torch.randn(1, 4, t, 64, device=device, requires_grad=True) for _ in range(3))
+    for name, fn, blocks in (("full attention", full_attention, ()),
+                             ("online softmax (exercise 5)", online_softmax_attention, (128,)),
+                             ("flash_attention", flash_attention, (128,))):
+        with PeakMemory(q, k, v) as meter:
+            out = fn(q, k, v, *blocks, causal=True)
+        kept[name].append(meter.live / 2**20)                     # MiB still held: what backward will use
+        out.sum().backward()
+        del out
+lengths_kept = [128, 256] if GRADING else [256, 512, 1024]
+fig, ax = plt.subplots(figsize=(6, 3.6))
+for name, values in kept.items():
+    ax.plot(lengths_kept, values, marker="o", label=name)
+ax.set(xscale="log", yscale="log", xlabel="sequence length T", ylabel="MiB kept for the backward pass",
+       title="Memory kept for the backward pass (one sequence, 4 heads)")
+ax.set_xticks(lengths_kept, [str(t) for t in lengths_kept])
+ax.tick_params(axis="x", which="minor", labelbottom=False)
+ax.legend()
+plt.show()
+for name, values in kept.items():
+    print(f"{name:>28}: " + ", ".join(f"T={t}: {mib:.1f} MiB" for t, mib in zip(lengths_kept, values)))
+
+# %% [markdown]
+# In our run at `T = 1024`: full attention kept 18 MiB for the backward pass, its `T × T`
+# weights; your loop of exercise 5 kept 43.5 MiB, every block's scores and weights and more;
+# `flash_attention` kept 1 MiB, `q`, `k`, `v`, the output and one number per query, and doubling
+# `T` only doubles it. That is how FlashAttention trains long sequences on a GPU, with the loop
+# inside a kernel.
+
+# %% [markdown]
 # ## Recap
 #
 # - Because attention is causal, adding a token changes no earlier key or value: plain generation
@@ -2253,6 +2502,9 @@ for kv_heads in (8, 2, 1):
 #   consecutive query heads share a key/value head (`repeat_interleave` over the head axis):
 #   with as many key/value heads as query heads it is multi-head attention, with one it is
 #   multi-query attention.
+# - To train with blocks, save the log-sum-exp `L = m + log l` of each query and recompute each
+#   block's weights in the backward pass, `P = exp(S − L)`, with `dS = P ∘ (dP − rowsum(dO ∘ O))`:
+#   the memory kept for the backward pass then grows as `T`, not `T²`.
 #
 # This is the last unit of the course: from a dot product of two word vectors to a GPT that
 # writes fast.

@@ -6,6 +6,7 @@ UNIT = "09_fast_inference"
 KV = "u09_kv_cache"
 KB = "u09_kv_cache_bytes"
 GQ = "u09_grouped_query_attention"
+FA = "u09_flash_attention"
 ATT = "u09_cached_attention"
 FWD = "u09_forward_cached"
 GEN = "u09_generate_cached"
@@ -48,6 +49,70 @@ def gqa(check="if num_heads % num_kv_heads != 0:\n            raise ValueError(\
         scale="math.sqrt(self.head_dim)", mask="scores = scores.masked_fill(self.mask[:t, :t], float(\"-inf\"))"):
     return (_GQA.replace("CHECK_GROUPS", check).replace("SPREAD", spread).replace("SCALE", scale)
             .replace("MASK", mask))
+
+
+# The reference FlashAttentionFunction and flash_attention, for entries that change one line.
+_FLASH = """
+import math
+class FlashAttentionFunction(torch.autograd.Function):
+    '''Blocked attention whose backward recomputes each block from the saved log-sum-exp.'''
+
+    @staticmethod
+    def forward(ctx, q, k, v, block_size, causal):
+        scale = 1.0 / math.sqrt(q.shape[-1])
+        m = torch.full((*q.shape[:-1], 1), float("-inf"), dtype=q.dtype, device=q.device)  # (..., T_q, 1)
+        l = torch.zeros((*q.shape[:-1], 1), dtype=q.dtype, device=q.device)               # (..., T_q, 1)
+        acc = torch.zeros((*q.shape[:-1], v.shape[-1]), dtype=q.dtype, device=q.device)   # (..., T_q, d_v)
+        rows = torch.arange(q.shape[-2], device=q.device)[:, None]                        # (T_q, 1)
+        for start in range(0, k.shape[-2], block_size):
+            scores = (q @ k[..., start:start + block_size, :].transpose(-2, -1)) * scale  # (..., T_q, b)
+            if causal:
+                cols = torch.arange(start, start + scores.shape[-1], device=q.device)[None, :]
+                scores = scores.masked_fill(cols > rows, float("-inf"))
+            m_new = torch.maximum(m, scores.amax(dim=-1, keepdim=True))
+            p = torch.exp(scores - m_new)
+            correction = torch.exp(m - m_new)
+            l = l * correction + p.sum(dim=-1, keepdim=True)
+            acc = acc * correction + p @ v[..., start:start + block_size, :]
+            m = m_new
+        out = acc / l                                                                     # (..., T_q, d_v)
+        ctx.save_for_backward(q, k, v, out, m + torch.log(l))                             # L: (..., T_q, 1)
+        ctx.block_size, ctx.causal = block_size, causal
+        return out
+
+    @staticmethod
+    def backward(ctx, grad_out):
+        q, k, v, out, lse = ctx.saved_tensors
+        scale = 1.0 / math.sqrt(q.shape[-1])
+        delta = (grad_out * out).sum(dim=-1, keepdim=True)                                # D: (..., T_q, 1)
+        dq, dk, dv = torch.zeros_like(q), torch.zeros_like(k), torch.zeros_like(v)
+        rows = torch.arange(q.shape[-2], device=q.device)[:, None]
+        for start in range(0, k.shape[-2], ctx.block_size):
+            block = slice(start, start + ctx.block_size)
+            k_block, v_block = k[..., block, :], v[..., block, :]
+            scores = (q @ k_block.transpose(-2, -1)) * scale                              # (..., T_q, b)
+            if ctx.causal:
+                cols = torch.arange(start, start + scores.shape[-1], device=q.device)[None, :]
+                scores = scores.masked_fill(cols > rows, float("-inf"))
+            p = torch.exp(scores - lse)                                                   # the block's weights
+            dv[..., block, :] = p.transpose(-2, -1) @ grad_out
+            ds = p * (grad_out @ v_block.transpose(-2, -1) - delta)                       # (..., T_q, b)
+            dq += (ds @ k_block) * scale
+            dk[..., block, :] = (ds.transpose(-2, -1) @ q) * scale
+        return dq, dk, dv, None, None
+
+
+def flash_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, block_size: int,
+                    causal: bool = False) -> torch.Tensor:
+    '''online_softmax_attention(q, k, v, block_size, causal), differentiable: only q, k, v, the
+    output and the per-query log-sum-exp are saved for the backward pass.'''
+    return FlashAttentionFunction.apply(q, k, v, block_size, causal)
+"""
+
+
+def flash(old: str = "", new: str = "") -> str:
+    assert old in _FLASH, old
+    return _FLASH.replace(old, new)
 
 
 # The reference kv_cache_bytes with one part changed.
@@ -357,6 +422,22 @@ def online_softmax_attention(q, k, v, block_size, causal=False):
     Mistake("no causal mask", GQ, gqa(mask="pass"), "apply the causal mask"),
     Mistake("no check that num_kv_heads divides num_heads", GQ, gqa(check="pass"),
             "not divisible by num_kv_heads"),
+    # --- flash_attention
+    Mistake("D left out of the backward", FA,
+            flash("delta = (grad_out * out).sum(dim=-1, keepdim=True)", "delta = 0.0"),
+            "leave out D = rowsum(dO * O)"),
+    Mistake("gradients of q and k not scaled", FA,
+            flash("dq += (ds @ k_block) * scale", "dq += ds @ k_block").replace(
+                "dk[..., block, :] = (ds.transpose(-2, -1) @ q) * scale",
+                "dk[..., block, :] = ds.transpose(-2, -1) @ q"),
+            "miss the 1 / sqrt(d)"),
+    Mistake("only the maximum saved, not the log-sum-exp", FA,
+            flash("ctx.save_for_backward(q, k, v, out, m + torch.log(l))", "ctx.save_for_backward(q, k, v, out, m)"),
+            "not only the maximum m"),
+    Mistake("the plain loop of exercise 5 under autograd", FA, """
+def flash_attention(q, k, v, block_size, causal=False):
+    return online_softmax_attention(q, k, v, block_size, causal)
+""", "as much as the T_q x T_k scores is kept"),
 ]
 
 ALTERNATIVES = [
@@ -567,4 +648,21 @@ class GroupedQueryAttention(nn.Module):
         context = (weights @ v).permute(0, 3, 1, 2, 4).reshape(b, t, self.d_out)
         return self.out_proj(context)
 """),
+    # --- flash_attention
+    Alternative("flash_attention with D summed block by block in a first backward pass", FA, flash(
+        "delta = (grad_out * out).sum(dim=-1, keepdim=True)",
+        "delta = sum(((torch.exp(((q @ k[..., s:s + ctx.block_size, :].transpose(-2, -1)) * scale).masked_fill("
+        "(torch.arange(s, s + k[..., s:s + ctx.block_size, :].shape[-2], device=q.device)[None, :] > "
+        "torch.arange(q.shape[-2], device=q.device)[:, None]) & ctx.causal, float('-inf')) - lse)) * "
+        "(grad_out @ v[..., s:s + ctx.block_size, :].transpose(-2, -1))).sum(dim=-1, keepdim=True) "
+        "for s in range(0, k.shape[-2], ctx.block_size))")),
+    Alternative("flash_attention whose log-sum-exp is built with torch.logsumexp per block", FA, flash(
+        "ctx.save_for_backward(q, k, v, out, m + torch.log(l))", """lse = torch.full_like(m, float("-inf"))
+        for start in range(0, k.shape[-2], block_size):
+            scores = (q @ k[..., start:start + block_size, :].transpose(-2, -1)) * scale
+            if causal:
+                cols = torch.arange(start, start + scores.shape[-1], device=q.device)[None, :]
+                scores = scores.masked_fill(cols > rows, float("-inf"))
+            lse = torch.logaddexp(lse, torch.logsumexp(scores, dim=-1, keepdim=True))
+        ctx.save_for_backward(q, k, v, out, lse)""")),
 ]
