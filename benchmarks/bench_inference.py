@@ -21,6 +21,9 @@
    prefill of T tokens (measured with PeakMemory: the tensors created in the block and still
    alive), against kv_cache_bytes, per token and in all; then the formula for GPT-2 small and a
    7B model in float16, with 32 and with 8 key/value heads.
+4. Training with blocks: the bytes each way keeps for the backward pass (held at the end of a
+   forward pass with gradients on, PeakMemory) and the time of a forward and backward pass, for
+   full attention, the online softmax loop under autograd and flash_attention, as T doubles.
 
 The code measured is unit 09's own: the given model and sampling code, the reference answers
 (KVCache, cached_attention, forward_cached, generate_cached, online_softmax_attention), the
@@ -50,7 +53,8 @@ ROOT = Path(__file__).resolve().parent.parent
 CHECKPOINT = ROOT / "data" / "tiny_gpt.pt"
 NAMES = ("GPTConfig", "LayerNorm", "GELU", "FeedForward", "MultiHeadAttention", "TransformerBlock", "TinyGPT",
          "sample_next_token", "generate", "KVCache", "cached_attention", "forward_cached", "generate_cached",
-         "online_softmax_attention", "full_attention", "PeakMemory", "kv_cache_bytes")
+         "online_softmax_attention", "full_attention", "PeakMemory", "kv_cache_bytes", "FlashAttentionFunction",
+         "flash_attention")
 
 
 def unit09() -> types.ModuleType:
@@ -195,6 +199,31 @@ def cache_memory_part(u, args) -> None:
               f"{cfg.context_length} tokens")
 
 
+def _forward_backward(fn, inputs) -> None:
+    fn(*inputs, causal=True).sum().backward()
+
+
+def autograd_part(u, args) -> None:
+    print(f"\nTraining with blocks: MiB kept for the backward pass (PeakMemory at the end of the forward pass) and "
+          f"forward + backward time in ms (median of 3); one sequence, 4 heads of 64 features, causal, blocks of "
+          f"{args.block}")
+    print(f"  {'T':>5} | {'full attention':>21} | {'online softmax loop':>21} | {'flash_attention':>21}")
+    for length in (256, 512, 1024, 2048):
+        q, k, v = (torch.randn(1, 4, length, 64, generator=torch.Generator().manual_seed(i)).requires_grad_()
+                   for i in range(3))
+        cells = []
+        for fn, blocks in ((u.full_attention, ()), (u.online_softmax_attention, (args.block,)),
+                           (u.flash_attention, (args.block,))):
+            with u.PeakMemory(q, k, v) as meter:
+                out = fn(q, k, v, *blocks, causal=True)
+            kept = meter.live / 2 ** 20
+            out.sum().backward()
+            del out
+            ms = 1000 * median_seconds(functools.partial(_forward_backward, fn, (q, k, v, *blocks)))
+            cells.append(f"{kept:7.2f} MiB {ms:7.1f} ms")
+        print(f"  {length:5d} | {cells[0]:>21} | {cells[1]:>21} | {cells[2]:>21}")
+
+
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--prompt", type=int, default=64, help="prompt tokens (default 64)")
@@ -213,6 +242,8 @@ def main(argv=None) -> None:
     if not args.skip_memory:
         memory_part(u, args)
     cache_memory_part(u, args)
+    if not args.skip_memory:
+        autograd_part(u, args)
 
 
 if __name__ == "__main__":
