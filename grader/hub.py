@@ -191,7 +191,10 @@ def _add(args) -> int:
 
 def main(argv: list[str]) -> int:
     """`hub [zh] [options]` starts the hub; `hub add NAME ...` makes accounts."""
-    adding = bool(argv) and argv[0] == "add"
+    words = [i for i, a in enumerate(argv) if not a.startswith("-") and (i == 0 or argv[i - 1] != "--state")]
+    adding = bool(words) and argv[words[0]] == "add"
+    if adding:   # `hub add ...` or `hub --state DIR add ...`
+        argv = argv[:words[0]] + argv[words[0] + 1:]
     parser = argparse.ArgumentParser(prog="python -m grader hub" + (" add" if adding else ""), description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--state", default=str(STATE),
@@ -199,7 +202,7 @@ def main(argv: list[str]) -> int:
     if adding:
         parser.add_argument("names", nargs="+", help="account names (new ones get a password, printed once)")
         parser.add_argument("--instructor", action="store_true", help="instructors: Formgrader and a course folder")
-        return _add(parser.parse_args(argv[1:]))
+        return _add(parser.parse_args(argv))
     parser.add_argument("language", nargs="?", choices=["en", "zh"], help="the edition (zh: menus in Chinese)")
     parser.add_argument("--port", type=int, default=8000)
     parser.add_argument("--ip", default="", help="the address to listen on (default: all)")

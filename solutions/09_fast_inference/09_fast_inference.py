@@ -514,8 +514,8 @@ def kv_cache_oracle(ks, vs):
 def kv_cache_mistakes(ks, vs):
     keys, values, lengths, again = kv_cache_oracle(ks, vs)
     total, n = lengths[len(ks)], len(ks)
-    for dim, name in ((0, "the batch (dimension 0)"), (1, "the heads (dimension 1)"),
-                      (-1, "the features (dimension -1)")):
+    others = ((0, "the batch (dimension 0)"), (1, "the heads (dimension 1)"), (-1, "the features (dimension -1)"))
+    for dim, name in others:
         if all(k.shape[-2] == ks[0].shape[-2] for k in ks):
             yield Mistake(f"you joined the keys and values along {name}; join them along the positions, "
                           "dimension -2 of (B, H, T, head_dim)", (torch.cat(ks, dim=dim), torch.cat(vs, dim=dim)))
@@ -526,12 +526,12 @@ def kv_cache_mistakes(ks, vs):
         if not torch.equal(counted, lengths):
             yield Mistake("len(cache) counts the calls of append; it must count the cached positions (the size of "
                           "dimension -2)", (None, None, counted))
-    for dim, name in ((0, "batch"), (1, "heads"), (-1, "features")):
+    for dim, name in others:
         wrong = torch.tensor([0.0] + [float(ks[0].shape[dim])] * n + [0.0, float(ks[0].shape[dim])],
                              dtype=torch.float64)
         if not torch.equal(wrong, lengths):
-            yield Mistake(f"len(cache) is the size of the {name} dimension; it must be the number of cached "
-                          "positions (dimension -2)", (None, None, wrong))
+            yield Mistake(f"len(cache) is the size of {name}; it must be the number of cached positions "
+                          "(dimension -2)", (None, None, wrong))
     stale = lengths.clone()
     stale[-2:] = torch.tensor([total, total + ks[-1].shape[-2]], dtype=torch.float64)
     message = "reset() does not empty the cache: after reset(), len(cache) must be 0 and append starts afresh"

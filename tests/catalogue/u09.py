@@ -292,7 +292,7 @@ class KVCache:
         self.calls = 0
 """, "counts the calls of append"),
     Mistake("len is the batch size", KV, kv_cache(length="0 if self.keys is None else self.keys.shape[0]"),
-            "size of the batch dimension"),
+            "the size of the batch (dimension 0)"),
     Mistake("reset does nothing", KV, kv_cache(reset="pass"), "reset() does not empty the cache"),
     # --- cached_attention
     Mistake("no causal mask: the prefill sees the future", ATT,
