@@ -1,4 +1,6 @@
 """Unit 09 — fast inference: a key/value cache and the online softmax."""
+from reference import answers
+
 from . import Alternative, Mistake
 
 UNIT = "09_fast_inference"
@@ -51,63 +53,9 @@ def gqa(check="if num_heads % num_kv_heads != 0:\n            raise ValueError(\
             .replace("MASK", mask))
 
 
-# The reference FlashAttentionFunction and flash_attention, for entries that change one line.
-_FLASH = """
-import math
-class FlashAttentionFunction(torch.autograd.Function):
-    '''Blocked attention whose backward recomputes each block from the saved log-sum-exp.'''
-
-    @staticmethod
-    def forward(ctx, q, k, v, block_size, causal):
-        scale = 1.0 / math.sqrt(q.shape[-1])
-        m = torch.full((*q.shape[:-1], 1), float("-inf"), dtype=q.dtype, device=q.device)  # (..., T_q, 1)
-        l = torch.zeros((*q.shape[:-1], 1), dtype=q.dtype, device=q.device)               # (..., T_q, 1)
-        acc = torch.zeros((*q.shape[:-1], v.shape[-1]), dtype=q.dtype, device=q.device)   # (..., T_q, d_v)
-        rows = torch.arange(q.shape[-2], device=q.device)[:, None]                        # (T_q, 1)
-        for start in range(0, k.shape[-2], block_size):
-            scores = (q @ k[..., start:start + block_size, :].transpose(-2, -1)) * scale  # (..., T_q, b)
-            if causal:
-                cols = torch.arange(start, start + scores.shape[-1], device=q.device)[None, :]
-                scores = scores.masked_fill(cols > rows, float("-inf"))
-            m_new = torch.maximum(m, scores.amax(dim=-1, keepdim=True))
-            p = torch.exp(scores - m_new)
-            correction = torch.exp(m - m_new)
-            l = l * correction + p.sum(dim=-1, keepdim=True)
-            acc = acc * correction + p @ v[..., start:start + block_size, :]
-            m = m_new
-        out = acc / l                                                                     # (..., T_q, d_v)
-        ctx.save_for_backward(q, k, v, out, m + torch.log(l))                             # L: (..., T_q, 1)
-        ctx.block_size, ctx.causal = block_size, causal
-        return out
-
-    @staticmethod
-    def backward(ctx, grad_out):
-        q, k, v, out, lse = ctx.saved_tensors
-        scale = 1.0 / math.sqrt(q.shape[-1])
-        delta = (grad_out * out).sum(dim=-1, keepdim=True)                                # D: (..., T_q, 1)
-        dq, dk, dv = torch.zeros_like(q), torch.zeros_like(k), torch.zeros_like(v)
-        rows = torch.arange(q.shape[-2], device=q.device)[:, None]
-        for start in range(0, k.shape[-2], ctx.block_size):
-            block = slice(start, start + ctx.block_size)
-            k_block, v_block = k[..., block, :], v[..., block, :]
-            scores = (q @ k_block.transpose(-2, -1)) * scale                              # (..., T_q, b)
-            if ctx.causal:
-                cols = torch.arange(start, start + scores.shape[-1], device=q.device)[None, :]
-                scores = scores.masked_fill(cols > rows, float("-inf"))
-            p = torch.exp(scores - lse)                                                   # the block's weights
-            dv[..., block, :] = p.transpose(-2, -1) @ grad_out
-            ds = p * (grad_out @ v_block.transpose(-2, -1) - delta)                       # (..., T_q, b)
-            dq += (ds @ k_block) * scale
-            dk[..., block, :] = (ds.transpose(-2, -1) @ q) * scale
-        return dq, dk, dv, None, None
-
-
-def flash_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, block_size: int,
-                    causal: bool = False) -> torch.Tensor:
-    '''online_softmax_attention(q, k, v, block_size, causal), differentiable: only q, k, v, the
-    output and the per-query log-sum-exp are saved for the backward pass.'''
-    return FlashAttentionFunction.apply(q, k, v, block_size, causal)
-"""
+# The reference FlashAttentionFunction and flash_attention (the solution's answer cell), for
+# entries that change one line.
+_FLASH = answers(UNIT)[FA]
 
 
 def flash(old: str = "", new: str = "") -> str:
