@@ -73,7 +73,8 @@ def remove(account: Account) -> None:
 _VIEW = """set -e
 for closed in "$@"; do
   [ "$closed" = -- ] && break
-  view=$(mktemp -d /tmp/course-view.XXXXXX); chmod 0711 "$view"
+  view=$(mktemp -d /tmp/course-view.XXXXXX)
+  mount -t tmpfs -o mode=0711 course-view "$view"     # its entries live in this namespace only
   for entry in "$closed"/.[!.]* "$closed"/*; do
     [ -e "$entry" ] || [ -L "$entry" ] || continue
     name=$(basename "$entry")
@@ -82,6 +83,7 @@ for closed in "$@"; do
     mount --bind "$entry" "$view/$name"
   done
   mount --rbind "$view" "$closed"
+  umount --lazy "$view"; rmdir "$view"                 # the view lives on at "$closed" alone
 done
 while [ "$1" != -- ]; do shift; done; shift
 exec "$@"
