@@ -15,6 +15,9 @@ from grader import course, gradebook, notebook
 from grader.lms import number
 from grader.results import ExerciseResult, NotebookResult
 
+# One worker runs the whole module, so its fixture (a graded gradebook) is built once.
+pytestmark = pytest.mark.xdist_group("test_lms")
+
 UNITS = ["01_dot_product", "02_softmax"]
 EXERCISES = {  # the units' grade ids and points, in notebook order (the source notebooks are checked below)
     "01_dot_product": [("u01_dot_product_check", 1), ("u01_attention_scores_for_check", 1),

@@ -16,6 +16,9 @@ import pytest
 
 from tests.reference import fill_answers
 
+# One worker runs the whole module, so its fixture (a fresh virtual environment with the wheel) is built once.
+pytestmark = pytest.mark.xdist_group("test_package")
+
 ROOT = Path(__file__).resolve().parent.parent
 SKIP = shutil.ignore_patterns(".git", ".venv", "build", "*.egg-info", "__pycache__", "test-artifacts", ".pytest_cache")
 
