@@ -24,10 +24,14 @@
 4. Training with blocks: the bytes each way keeps for the backward pass (held at the end of a
    forward pass with gradients on, PeakMemory) and the time of a forward and backward pass, for
    full attention, the online softmax loop under autograd and flash_attention, as T doubles.
+5. Attention sinks: the trained checkpoint's loss on the last 16 characters of --sink-texts
+   windows of 64 characters of data/val.txt, with its whole context, with a fresh pass over the
+   last W + 1 characters, and fed one character at a time through rolling caches that keep the
+   last W entries, with and without the first 4 (unit 09's RollingKVCache and rolling_logits).
 
 The code measured is unit 09's own: the given model and sampling code, the reference answers
-(KVCache, cached_attention, forward_cached, generate_cached, online_softmax_attention), the
-notebook's full_attention and PeakMemory, read from solutions/09_fast_inference's notebook.
+(KVCache, cached_attention, forward_cached, generate_cached, online_softmax_attention, ...), the
+notebook's full_attention, PeakMemory and rolling caches, read from solutions/09_fast_inference's notebook.
 """
 from __future__ import annotations
 
@@ -54,7 +58,7 @@ CHECKPOINT = ROOT / "data" / "tiny_gpt.pt"
 NAMES = ("GPTConfig", "LayerNorm", "GELU", "FeedForward", "MultiHeadAttention", "TransformerBlock", "TinyGPT",
          "sample_next_token", "generate", "KVCache", "cached_attention", "forward_cached", "generate_cached",
          "online_softmax_attention", "full_attention", "PeakMemory", "kv_cache_bytes", "FlashAttentionFunction",
-         "flash_attention")
+         "flash_attention", "RollingKVCache", "rolling_logits", "fresh_logits", "loss_of")
 
 
 def unit09() -> types.ModuleType:
@@ -224,6 +228,34 @@ def autograd_part(u, args) -> None:
         print(f"  {length:5d} | {cells[0]:>21} | {cells[1]:>21} | {cells[2]:>21}")
 
 
+def sinks_part(u, args) -> None:
+    if not CHECKPOINT.is_file():
+        print(f"\nAttention sinks: skipped, {CHECKPOINT} is missing")
+        return
+    ckpt = torch.load(CHECKPOINT, weights_only=True)
+    model = u.TinyGPT(u.GPTConfig(**ckpt["config"]))
+    model.load_state_dict({k: t.float() if t.is_floating_point() else t for k, t in ckpt["state_dict"].items()})
+    model.eval()
+    text = (ROOT / "data" / "val.txt").read_text(encoding="utf-8")
+    ids = torch.tensor([ckpt["chars"].index(ch) for ch in text])
+    length, scored = 64, 16
+    first = length - scored
+    starts = torch.randint(0, len(ids) - length - 1, (args.sink_texts,), generator=torch.Generator().manual_seed(1))
+    texts = torch.stack([ids[s:s + length + 1] for s in starts.tolist()])
+    inputs, targets = texts[:, :-1], texts[:, first + 1:]
+    with torch.no_grad():
+        whole = u.loss_of(model(inputs)[0][:, first:], targets)
+    print(f"\nAttention sinks: the trained checkpoint, loss (nats/char) on the last {scored} characters of "
+          f"{args.sink_texts} windows of {length} characters of val.txt; whole context: {whole:.4f}")
+    print(f"  {'W':>3} | {'fresh pass':>10} | {'rolling':>8} | {'rolling + first 4':>17} | {'rolling, W + 4':>14}")
+    for w in (4, 8, 16, 24, 32, 48):
+        fresh = u.loss_of(u.fresh_logits(model, inputs, w, first), targets)
+        rolling = u.loss_of(u.rolling_logits(model, inputs, w)[:, first:], targets)
+        sinks = u.loss_of(u.rolling_logits(model, inputs, w, sinks=4)[:, first:], targets)
+        wider = u.loss_of(u.rolling_logits(model, inputs, w + 4)[:, first:], targets)
+        print(f"  {w:3d} | {fresh:10.4f} | {rolling:8.4f} | {sinks:17.4f} | {wider:14.4f}")
+
+
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--prompt", type=int, default=64, help="prompt tokens (default 64)")
@@ -232,6 +264,8 @@ def main(argv=None) -> None:
     parser.add_argument("--threads", type=int, default=1, help="CPU threads, as in the notebook (default 1)")
     parser.add_argument("--block", type=int, default=128, help="keys per block of the online softmax (default 128)")
     parser.add_argument("--max-len", type=int, default=4096, help="longest sequence of the memory part (default 4096)")
+    parser.add_argument("--sink-texts", type=int, default=1024,
+                        help="windows of val.txt in the attention-sinks part (default 1024)")
     parser.add_argument("--skip-memory", action="store_true", help="only the KV-cache part")
     args = parser.parse_args(argv)
     if args.rounds < 5:
@@ -244,6 +278,7 @@ def main(argv=None) -> None:
     cache_memory_part(u, args)
     if not args.skip_memory:
         autograd_part(u, args)
+    sinks_part(u, args)
 
 
 if __name__ == "__main__":

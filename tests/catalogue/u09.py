@@ -10,6 +10,7 @@ KB = "u09_kv_cache_bytes"
 GQ = "u09_grouped_query_attention"
 FA = "u09_flash_attention"
 ATT = "u09_cached_attention"
+ROT = "u09_rotary_cached_attention"
 FWD = "u09_forward_cached"
 GEN = "u09_generate_cached"
 ONL = "u09_online_softmax_attention"
@@ -127,6 +128,31 @@ def attention(keys="pass", scale="math.sqrt(att.head_dim)",
               out="att.out_proj(context)"):
     return (_ATT.replace("KEYS", keys).replace("SCALE", scale).replace("BLOCKED", blocked)
             .replace("OUT", out))
+
+
+# The reference rotary cached attention with one part changed.
+_ROT = '''
+def rotary_cached_attention(att, x, cache):
+    b, t, _ = x.shape
+    past = len(cache)
+    q = att.W_query(x).view(b, t, att.num_heads, att.head_dim).transpose(1, 2)
+    k = att.W_key(x).view(b, t, att.num_heads, att.head_dim).transpose(1, 2)
+    v = att.W_value(x).view(b, t, att.num_heads, att.head_dim).transpose(1, 2)
+    positions = POSITIONS
+    TURN
+    keys, values = cache.append(k, v)
+    READ
+    scores = q @ keys.transpose(-2, -1) / math.sqrt(att.head_dim)
+    blocked = torch.ones(t, past + t, dtype=torch.bool, device=x.device).triu(diagonal=past + 1)
+    weights = torch.softmax(scores.masked_fill(blocked, float("-inf")), dim=-1)
+    context = (weights @ values).transpose(1, 2).reshape(b, t, att.d_out)
+    return att.out_proj(context)
+'''
+
+
+def rotary(positions="torch.arange(past, past + t, device=x.device)",
+           turn="q, k = rope(q, positions, att.base), rope(k, positions, att.base)", read="pass"):
+    return _ROT.replace("POSITIONS", positions).replace("TURN", turn).replace("READ", read)
 
 
 # The reference forward_cached with one part changed.
@@ -267,6 +293,50 @@ def cached_attention(att, x, cache):
     Mistake("scaled by the square root of d_out", ATT, attention(scale="math.sqrt(att.d_out)"),
             "square root of d_out"),
     Mistake("no output projection", ATT, attention(out="context"), "out_proj is not applied"),
+    # --- rotary_cached_attention
+    Mistake("rotary positions restart at 0 for every call", ROT, rotary(positions="torch.arange(t, device=x.device)"),
+            "as if they stood at positions 0 ... t-1"),
+    Mistake("rotary positions read after the append", ROT, """
+import math
+def rotary_cached_attention(att, x, cache):
+    b, t, _ = x.shape
+    q = att.W_query(x).view(b, t, att.num_heads, att.head_dim).transpose(1, 2)
+    k = att.W_key(x).view(b, t, att.num_heads, att.head_dim).transpose(1, 2)
+    v = att.W_value(x).view(b, t, att.num_heads, att.head_dim).transpose(1, 2)
+    keys, values = cache.append(k, v)
+    past = len(cache)
+    positions = torch.arange(past, past + t)
+    q = rope(q, positions, att.base)
+    keys = torch.cat((keys[:, :, :-t], rope(k, positions, att.base)), dim=-2)
+    cache.keys = keys
+    blocked = torch.ones(t, past, dtype=torch.bool).triu(diagonal=past - t + 1)
+    scores = q @ keys.transpose(-2, -1) / math.sqrt(att.head_dim)
+    weights = torch.softmax(scores.masked_fill(blocked, float("-inf")), dim=-1)
+    return att.out_proj((weights @ values).transpose(1, 2).reshape(b, t, att.d_out))
+""", "read P = len(cache) before cache.append"),
+    Mistake("cached keys turned again when read back", ROT,
+            rotary(read="keys = rope(keys, torch.arange(past + t, device=x.device), att.base)"), "turned twice"),
+    Mistake("only the queries turned", ROT, rotary(turn="q = rope(q, positions, att.base)"),
+            "only the queries were turned"),
+    Mistake("rope on whole rows of width d_out", ROT, """
+import math
+def rotary_cached_attention(att, x, cache):
+    b, t, _ = x.shape
+    past = len(cache)
+    positions = torch.arange(past, past + t, device=x.device)
+    q = rope(att.W_query(x), positions, att.base).view(b, t, att.num_heads, att.head_dim).transpose(1, 2)
+    k = rope(att.W_key(x), positions, att.base).view(b, t, att.num_heads, att.head_dim).transpose(1, 2)
+    v = att.W_value(x).view(b, t, att.num_heads, att.head_dim).transpose(1, 2)
+    keys, values = cache.append(k, v)
+    scores = q @ keys.transpose(-2, -1) / math.sqrt(att.head_dim)
+    blocked = torch.ones(t, past + t, dtype=torch.bool, device=x.device).triu(diagonal=past + 1)
+    weights = torch.softmax(scores.masked_fill(blocked, float("-inf")), dim=-1)
+    return att.out_proj((weights @ values).transpose(1, 2).reshape(b, t, att.d_out))
+""", "whole rows of width d_out"),
+    Mistake("the values turned too", ROT,
+            rotary(turn="q, k, v = (rope(z, positions, att.base) for z in (q, k, v))"), "the values were turned too"),
+    Mistake("rope's default base, not the layer's", ROT, rotary(turn="q, k = rope(q, positions), rope(k, positions)"),
+            "instead of the layer's att.base"),
     # --- forward_cached
     Mistake("positions restart at 0 for every call", FWD,
             forward(positions="torch.arange(t, device=idx.device)"), "positions 0, 1, ... again"),
@@ -454,6 +524,39 @@ def cached_attention(att, x, cache):
     keys, values = cache.append(k, v)
     allowed = torch.arange(past + t, device=x.device)[None, :] <= torch.arange(past, past + t, device=x.device)[:, None]
     out = torch.nn.functional.scaled_dot_product_attention(q, keys, values, attn_mask=allowed)
+    return att.out_proj(out.transpose(1, 2).reshape(b, t, att.d_out))
+"""),
+    Alternative("rotary cache holding unturned keys, all turned again at every step", ROT, """
+import math
+def rotary_cached_attention(att, x, cache):
+    b, t, _ = x.shape
+    heads = lambda z: z.view(b, t, att.num_heads, att.head_dim).transpose(1, 2)
+    q, k, v = heads(att.W_query(x)), heads(att.W_key(x)), heads(att.W_value(x))
+    keys, values = cache.append(k, v)
+    total = keys.shape[-2]
+    q = rope(q, torch.arange(total - t, total, device=x.device), att.base)
+    keys = rope(keys, torch.arange(total, device=x.device), att.base)
+    scores = q @ keys.transpose(-2, -1) / math.sqrt(att.head_dim)
+    allowed = torch.arange(total, device=x.device)[None, :] <= torch.arange(total - t, total, device=x.device)[:, None]
+    weights = torch.softmax(scores.masked_fill(~allowed, float("-inf")), dim=-1)
+    return att.out_proj((weights @ values).transpose(1, 2).reshape(b, t, att.d_out))
+"""),
+    Alternative("rotary cached attention with complex numbers (Llama's way) and SDPA", ROT, """
+import torch.nn.functional as F
+def rotary_cached_attention(att, x, cache):
+    b, t, _ = x.shape
+    start = len(cache)
+    q, k, v = (lin(x).view(b, t, att.num_heads, att.head_dim).transpose(1, 2)
+               for lin in (att.W_query, att.W_key, att.W_value))
+    freqs = att.base ** (-torch.arange(0, att.head_dim, 2, dtype=torch.float64) / att.head_dim)
+    angles = torch.outer(torch.arange(start, start + t, dtype=torch.float64), freqs)
+    turn = torch.polar(torch.ones_like(angles), angles)
+    def rotate(z):
+        pairs = torch.view_as_complex(z.double().reshape(*z.shape[:-1], -1, 2).contiguous())
+        return torch.view_as_real(pairs * turn).flatten(-2).to(z.dtype)
+    keys, values = cache.append(rotate(k), v)
+    mask = torch.ones(t, start + t, dtype=torch.bool).tril(diagonal=start)
+    out = F.scaled_dot_product_attention(rotate(q), keys, values, attn_mask=mask)
     return att.out_proj(out.transpose(1, 2).reshape(b, t, att.d_out))
 """),
     Alternative("forward_cached with the last cache, pos_emb.weight slices and an index loop", FWD, """
