@@ -1783,7 +1783,7 @@ ax.legend()
 plt.show()
 print(f"whole context: {whole:.3f}")
 for name, values in losses.items():
-    print(f"{name:>24}: " + "  ".join(f"W={w}: {v:.3f}" for w, v in zip(windows, values)))
+    print(f"{name}: " + "  ".join(f"W={w}: {v:.3f}" for w, v in zip(windows, values)))
 print(f"rolling cache with W={w + 4} (as many entries as W={w} and the first 4): {wider:.3f}")
 
 # %% [markdown]
