@@ -2104,7 +2104,7 @@ settings = {"greedy (temperature 0)": dict(temperature=0.0),
             "temperature 1.0, top-p 0.9": dict(temperature=1.0, top_p=0.9),
             "temperature 2.0 (too hot)": dict(temperature=2.0)}
 for title, kwargs in settings.items():
-    out = generate(model, start, 120, generator=gen, **kwargs)
+    out = generate(model, start, 40 if GRADING else 120, generator=gen, **kwargs)
     print(f"--- {title}")
     print(tokenizer.decode(out[0, 1:]))
 
@@ -2145,7 +2145,7 @@ def check_lines(text):
 
 
 print("validation text:", check_lines(val_text)[0])
-num_samples, length = (8, 100) if GRADING else (64, 250)
+num_samples, length = (4, 60) if GRADING else (64, 250)
 prompts = torch.tensor([tokenizer.encode("\n")] * num_samples, device=device)  # (num_samples, 1)
 per_template = {name: [0, 0] for name in LINE_RULES}   # over all three settings: (follow, copy right)
 for title, kwargs in {"temperature 1.0": dict(temperature=1.0), "top-p 0.9": dict(top_p=0.9),
