@@ -172,6 +172,24 @@ def run_menu(page, item: str) -> None:
     page.locator(".lm-Menu-itemLabel").get_by_text(item, exact=True).click()
 
 
+_CELLS_STARTED = """() => [...document.querySelectorAll(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-InputPrompt")]
+    .some(p => /\\[(\\*|\\d+)\\]/.test(p.textContent))"""
+
+
+def run_all_cells(page) -> None:
+    """Run ▸ Run All Cells, until the kernel has taken its first cell ("[*]" or a number in a
+    prompt). On a busy machine a click can land while the menu is still opening and be lost, with
+    nothing queued; then the menu is used once more (a second Run All would only run again)."""
+    for attempt in range(2):
+        run_menu(page, "Run All Cells")
+        try:
+            page.wait_for_function(_CELLS_STARTED, timeout=30_000)
+            return
+        except playwright.Error:
+            if attempt:
+                raise
+
+
 def type_answer(page, code: str) -> None:
     """Replace the first exercise's answer with `code`, then run it and its self-check."""
     page.locator(".jp-CodeCell", has_text="def dot_product(").locator(".cm-content").click()
@@ -216,7 +234,7 @@ def test_a_learner_alone_works_through_unit_01_and_opens_every_unit(browser, tmp
             # (expect waits: on a busy machine JupyterLab renders the cells a little at a time)
             playwright.expect(page.locator(".jp-MarkdownCell").first).to_contain_text(
                 "Run All stops at an unfinished exercise", timeout=60_000)
-            run_menu(page, "Run All Cells")
+            run_all_cells(page)
             wait_idle(page)
             errors = page.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']")
             playwright.expect(errors).to_have_count(1, timeout=30_000)
