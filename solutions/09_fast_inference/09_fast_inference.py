@@ -1440,7 +1440,7 @@ print(f"speed-up at {counts_new[-1]} new tokens: x{speedup:.1f}")
 # just before the scores, so that a score depends only on how far apart the query and the key
 # stand. The next cell gives unit 05's `rope` and such a layer, `RotaryMultiHeadAttention`: the
 # `MultiHeadAttention` above with `rope` on its queries and keys at positions `0 ... T − 1`, and a
-# causal mask built for any `T`, since nothing in it has an end.
+# causal mask built for any `T`: nothing in the layer limits the length of the text.
 #
 # Under a cache, the question of exercise 3 comes back in a new form: **at which positions do the
 # new tokens stand?** At `P ... P + t − 1`, with `P = len(cache)` read before the append. The keys
