@@ -76,6 +76,14 @@ def shape_of_checkpoint() -> dict:
     return dict(vocab_size=29, context_length=64, emb_dim=64, num_heads=4, num_layers=4, dropout=0.0, qkv_bias=False)
 
 
+def trained(u) -> tuple[nn.Module, dict]:
+    """The shipped checkpoint as unit 09's TinyGPT in eval mode (float32 weights), and its dict."""
+    ckpt = torch.load(CHECKPOINT, weights_only=True)
+    model = u.TinyGPT(u.GPTConfig(**ckpt["config"]))
+    model.load_state_dict({k: t.float() if t.is_floating_point() else t for k, t in ckpt["state_dict"].items()})
+    return model.eval(), ckpt
+
+
 def timed(fn, *args, **kwargs) -> tuple[object, float]:
     start = time.perf_counter()
     out = fn(*args, **kwargs)
@@ -132,13 +140,11 @@ def kv_cache_part(u, args) -> None:
     report_generation(f" {args.new} new tokens after a prompt of {args.prompt}, all within the context:",
                       compare_generation(u, model, prompt, args.new, args.rounds))
     if CHECKPOINT.is_file():
-        ckpt = torch.load(CHECKPOINT, weights_only=True)
-        trained = u.TinyGPT(u.GPTConfig(**ckpt["config"]))
-        trained.load_state_dict({k: t.float() if t.is_floating_point() else t for k, t in ckpt["state_dict"].items()})
+        model, ckpt = trained(u)
         start = torch.tensor([[ckpt["chars"].index("\n")]])
         report_generation(f" the trained checkpoint (context {ckpt['config']['context_length']}): 200 new tokens after "
                           "a newline, past the context, where the cache is rebuilt at every step:",
-                          compare_generation(u, trained.eval(), start, 200, args.rounds))
+                          compare_generation(u, model, start, 200, args.rounds))
 
 
 def peak_bytes(u, fn, *inputs, **kwargs) -> int:
@@ -232,10 +238,7 @@ def sinks_part(u, args) -> None:
     if not CHECKPOINT.is_file():
         print(f"\nAttention sinks: skipped, {CHECKPOINT} is missing")
         return
-    ckpt = torch.load(CHECKPOINT, weights_only=True)
-    model = u.TinyGPT(u.GPTConfig(**ckpt["config"]))
-    model.load_state_dict({k: t.float() if t.is_floating_point() else t for k, t in ckpt["state_dict"].items()})
-    model.eval()
+    model, ckpt = trained(u)
     text = (ROOT / "data" / "val.txt").read_text(encoding="utf-8")
     ids = torch.tensor([ckpt["chars"].index(ch) for ch in text])
     length, scored = 64, 16
