@@ -8,13 +8,23 @@ folder is changed. Two more are given to the server as it starts, since they are
 lab/learner/custom/custom.css lets long messages wrap in Validate's dialog, and lab/zh/ holds the
 default settings of the Chinese edition (JupyterLab's menus in Chinese; a learner who picks
 another language in Settings ▸ Language keeps their choice).
+
+The server runs with this environment's scripts folder first on PATH, so that its terminals and
+notebooks find `attention-course`, `jupyter` and `nbgrader` even when the learner started the lab
+without activating the environment (`course-env/bin/attention-course lab`); lab/learner's
+jupyter_server_config.py keeps the terminals from starting a login shell, which would set PATH
+anew from the system's profile.
 """
 from __future__ import annotations
 
 import os
+import sysconfig
 from pathlib import Path
 
+from grader.i18n import say
+
 from . import content
+from .workspace import PREFIX
 
 FOLDER_OPTIONS = ("--notebook-dir", "--ServerApp.root_dir", "--ServerApp.notebook_dir", "--NotebookApp.notebook_dir")
 
@@ -52,6 +62,13 @@ def server_settings(language: str) -> tuple[list[str], dict]:
     return options, {"static_custom_path": custom}
 
 
+def scripts_first(path: str) -> str:
+    """A PATH with the folder of this Python's scripts (where `attention-course` is) first, and
+    nowhere else."""
+    scripts = sysconfig.get_path("scripts")
+    return os.pathsep.join([scripts, *(p for p in path.split(os.pathsep) if p and p != scripts)])
+
+
 def split_folder(args: list[str]) -> tuple[Path | None, list[str]]:
     """A folder the learner named with JupyterLab's own options (served as it is), and the other options."""
     chosen, rest = None, []
@@ -75,14 +92,15 @@ def open_lab(folder: Path, language: str, options: list[str], start_at: str | No
     exchange = exchange_root()
     os.environ["JUPYTER_CONFIG_PATH"] = os.pathsep.join([*map(str, config_path(exchange)), *others])
     if exchange is not None and not exchange.is_dir():
-        print("course: no class exchange here (nbgrader's, on a JupyterHub): the Assignment List is hidden",
+        print(PREFIX + say("no class exchange here (nbgrader's, on a JupyterHub): the Assignment List is hidden"),
               flush=True)
+    os.environ["PATH"] = scripts_first(os.environ.get("PATH", ""))
     if hasattr(os, "getuid") and os.getuid() == 0 and "--allow-root" not in options:
         options = [*options, "--allow-root"]  # containers often run as root, which JupyterLab refuses untold
     if start_at and not any(o.startswith(("--LabApp.default_url", "--ServerApp.default_url")) for o in options):
         options = [*options, f"--LabApp.default_url=/lab/tree/{start_at}"]
     paths, made_with = server_settings(language)
-    print("course: starting JupyterLab (stop it with Ctrl+C)", flush=True)
+    print(PREFIX + say("starting JupyterLab (stop it with Ctrl+C)"), flush=True)
     server = LabApp.initialize_server(argv=[f"--notebook-dir={folder}", *paths, *options], **made_with)
     server.start()
     return 0

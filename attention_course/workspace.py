@@ -13,9 +13,12 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from grader.i18n import say
+
 from . import content
 
 MANIFEST = ".attention-course.json"
+PREFIX = "course: "   # before each of the launcher's own lines, to tell them from JupyterLab's
 
 
 @dataclass
@@ -28,17 +31,19 @@ class Copy:
     kept: list[str] = field(default_factory=list)      # changed by the learner, and so is the file beside it
 
     def lines(self) -> list[str]:
+        """What to tell the learner, in the language of the messages (grader.i18n)."""
         out = []
         if self.new:
-            out.append(f"course: {len(self.new)} notebooks copied into {self.folder}")
+            out.append(say("{count} notebooks copied into {folder}", count=len(self.new), folder=self.folder))
         if self.updated:
-            out.append(f"course: updated to the new release (you had not changed them): {', '.join(self.updated)}")
+            out.append(say("updated to the new release (you had not changed them): {files}",
+                           files=", ".join(self.updated)))
         for path in self.beside:
-            out.append(f"course: a newer release is beside your notebook, which is untouched: {path}")
+            out.append(say("a newer release is beside your notebook, which is untouched: {path}", path=path))
         for path in self.kept:
-            out.append(f"course: a newer release of {path} exists; yours and the .new copy beside it are both changed,"
-                       " so neither was replaced")
-        return out
+            out.append(say("a newer release of {path} exists; yours and the .new copy beside it are both changed, "
+                           "so neither was replaced", path=path))
+        return [f"{PREFIX}{line}" for line in out]
 
 
 def _digest(data: bytes) -> str:
@@ -141,16 +146,25 @@ def default_folder(language: str) -> Path:
     return Path.cwd() / ("attention-course" if language == "en" else f"attention-course-{language}")
 
 
+def record_folders(language: str | None = None) -> list[Path]:
+    """Where `attention-course progress` looks for the learner's record, in order: the current
+    folder (or, from inside a unit's folder, the folder above), then the folder `lab` works in for
+    the edition named, or for each edition when none is."""
+    editions = [language] if language else list(content.EDITIONS)
+    return [Path.cwd(), *(default_folder(edition) for edition in editions)]
+
+
 def prepare(language: str, folder: Path | None) -> Path:
     """The learner's working folder for an edition, with the course's notebooks in it."""
     folder = (folder or default_folder(language)).expanduser().resolve()
     source = content.notebooks(language).resolve()
     if folder == source:
         if align_kernel_metadata(folder):
-            print(f"course: notebooks set to this environment's Python {sys.version.split()[0]}", flush=True)
+            print(PREFIX + say("notebooks set to this environment's Python {version}",
+                               version=sys.version.split()[0]), flush=True)
         return folder
     if folder.exists() and not folder.is_dir():
-        sys.exit(f"course: {folder} is not a folder")
+        sys.exit(PREFIX + say("{folder} is not a folder", folder=folder))
     for line in copy_notebooks(source, folder).lines():
         print(line, flush=True)
     return folder

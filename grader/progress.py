@@ -2,8 +2,9 @@
 
 Every `check(...)` records its outcome (passed, or the mistake it named) in
 attention-course-progress.json, in the learner's working folder: the folder that holds the unit
-folders, else the current one. `progress()` shows it for the whole course. Nothing is sent anywhere,
-and nothing is recorded while nbgrader runs a notebook (Validate, autograding).
+folders, else the current one. The record keeps the language the self-checks spoke, so that
+`attention-course progress` answers in it too. `progress()` shows it for the whole course. Nothing
+is sent anywhere, and nothing is recorded while nbgrader runs a notebook (Validate, autograding).
 """
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
+from . import i18n
 from .i18n import say
 
 FILE = "attention-course-progress.json"
@@ -36,13 +38,26 @@ def progress_file(folder: Path | None = None) -> Path:
     return (folder.parent if UNIT.fullmatch(folder.name) else folder) / FILE
 
 
+def _stored(folder: Path | None) -> dict:
+    try:
+        stored = json.loads(progress_file(folder).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return stored if isinstance(stored, dict) else {}
+
+
 def load(folder: Path | None = None) -> dict[str, Outcome]:
     """Each exercise's last outcome, by name; empty when nothing was recorded or the file is unreadable."""
     try:
-        stored = json.loads(progress_file(folder).read_text(encoding="utf-8"))["exercises"]
-        return {name: Outcome(**fields) for name, fields in stored.items()}
-    except (OSError, ValueError, KeyError, TypeError):
+        return {name: Outcome(**fields) for name, fields in _stored(folder)["exercises"].items()}
+    except (KeyError, TypeError, AttributeError):
         return {}
+
+
+def recorded_language(folder: Path | None = None) -> str | None:
+    """The language the self-checks spoke when they last kept the record; None without one."""
+    language = _stored(folder).get("language")
+    return language if isinstance(language, str) else None
 
 
 def _grading() -> bool:
@@ -59,7 +74,8 @@ def record(name: str, unit: str, status: str, message: str = "") -> None:
     outcomes[name] = Outcome(unit, status, message, datetime.now(UTC).isoformat(timespec="seconds"))
     try:
         tmp = path.with_name(f".{path.name}.tmp")
-        tmp.write_text(json.dumps({"exercises": {k: asdict(v) for k, v in sorted(outcomes.items())}},
+        tmp.write_text(json.dumps({"language": i18n.current(),
+                                   "exercises": {k: asdict(v) for k, v in sorted(outcomes.items())}},
                                   indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
         tmp.replace(path)
     except OSError:
@@ -103,6 +119,8 @@ def report(folder: Path | None = None) -> str:
                 lines.append(f"  · {name}")
             elif outcome.status == PASS:
                 lines.append(f"  \u2713 {name}")
+            elif outcome.message.startswith(name):   # named already, as the self-check said it
+                lines.append(f"  \u2717 {outcome.message}")
             else:
                 lines.append(f"  \u2717 {name}: {outcome.message}")
     total = sum(o.status == PASS for o in outcomes.values())

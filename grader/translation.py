@@ -301,16 +301,19 @@ def _string_span(node: ast.expr, tokens, code: str, at, where: str, shown: bool,
 
 
 def grader_texts() -> list[Text]:
-    """The grader's own messages: the templates of its `say(...)` calls (see grader.i18n)."""
+    """The grader's own messages, and the learner's launcher's (attention_course): the templates
+    of their `say(...)` calls (see grader.i18n)."""
     package = Path(__file__).resolve().parent
+    launcher = package.parent / "attention_course"
     found: dict[str, Text] = {}
-    for path in sorted(package.glob("*.py")):
+    for path in [*sorted(package.glob("*.py")), *sorted(launcher.glob("*.py"))]:
         tree = ast.parse(path.read_text(encoding="utf-8"))
+        # Where: the file alone, so that moving code around does not make the catalogue stale.
+        where = path.name if path.parent == package else f"{launcher.name}/{path.name}"
         for node in sorted((n for n in ast.walk(tree) if isinstance(n, ast.Call)), key=lambda n: n.lineno):
             if isinstance(node.func, ast.Name) and node.func.id == "say" \
                     and node.args and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str):
-                # Where: the file alone, so that moving code around does not make the catalogue stale.
-                found.setdefault(node.args[0].value, Text(node.args[0].value, "message", path.name))
+                found.setdefault(node.args[0].value, Text(node.args[0].value, "message", where))
     return list(found.values())
 
 

@@ -7,6 +7,7 @@ tests/test_browser.py` also refreshes the README's picture of a self-check namin
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
 import secrets
@@ -14,6 +15,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import sysconfig
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -56,6 +58,30 @@ class Lab:
         except urllib.error.HTTPError as error:
             return error.code
 
+    def terminal(self, command: str, until: str) -> str:
+        """What a new terminal of the lab shows after `command` runs, up to `until` (its REST
+        API and websocket, as JupyterLab's Terminal uses them)."""
+        import websocket
+
+        request = urllib.request.Request(self.url + "/api/terminals", method="POST",
+                                         headers={"Authorization": f"token {self.token}"})
+        with urllib.request.urlopen(request, timeout=10) as response:
+            name = json.load(response)["name"]
+        socket = websocket.create_connection(
+            f"ws{self.url.removeprefix('http')}/terminals/websocket/{name}?token={self.token}", timeout=60)
+        try:
+            socket.send(json.dumps(["stdin", command + "\r"]))
+            shown = ""
+            while until not in shown:
+                kind, *content = json.loads(socket.recv())
+                shown += content[0] if kind == "stdout" else ""
+            return shown
+        finally:
+            socket.close()
+            request = urllib.request.Request(f"{self.url}/api/terminals/{name}", method="DELETE",
+                                             headers={"Authorization": f"token {self.token}"})
+            urllib.request.urlopen(request, timeout=10).close()
+
     def problems(self) -> list[str]:
         """ERROR and CRITICAL lines of the server's log, and nbgrader's warning that it runs
         without the course's settings. One known race of jupyter_server is left out: a kernel's
@@ -93,6 +119,9 @@ def start_lab(tmp: Path, exchange: Path, course: bool = True, language: str = "e
     config.mkdir()
     (config / "nbgrader_config.py").write_text(f"c = get_config()\nc.Exchange.root = {str(exchange)!r}\n")
     learner = {k: v for k, v in os.environ.items() if k not in ("NBGRADER_EXECUTION", "COURSE_LANG")}
+    # The environment not activated: its scripts folder (attention-course's) is not on PATH.
+    learner["PATH"] = os.pathsep.join(p for p in os.environ.get("PATH", "").split(os.pathsep)
+                                      if p != sysconfig.get_path("scripts"))
     env = {**learner, "JUPYTER_CONFIG_PATH": str(config), "JUPYTER_CONFIG_DIR": str(tmp / "user-config"),
            "JUPYTER_DATA_DIR": str(tmp / "data"), "JUPYTER_RUNTIME_DIR": str(tmp / "runtime"),
            "JUPYTERLAB_SETTINGS_DIR": str(tmp / "settings"), "JUPYTERLAB_WORKSPACES_DIR": str(tmp / "workspaces"),
@@ -256,6 +285,14 @@ def test_a_learner_alone_works_through_unit_01_and_opens_every_unit(browser, tmp
             assert f"CheckFailed: dot_product: {COSINE_MESSAGE}" in shown, shown     # the verdict first
             assert "Progress: unit 01 0 of 4 exercises pass" in shown, shown       # the line of progress
             assert not any(inside in shown for inside in GRADER_INSIDES), shown
+            # The lab's terminal, whose server's output is not a terminal (a login shell unless the
+            # course's settings say otherwise), finds `attention-course`, and `progress` there
+            # reads the record the self-checks just kept.
+            scripts = sysconfig.get_path("scripts")
+            shown = lab.terminal("command -v attention-course; attention-course progress; echo END-$((6 * 7))",
+                                 until="END-42")
+            assert os.path.join(scripts, "attention-course") in shown, shown
+            assert f"\u2717 dot_product: {COSINE_MESSAGE}" in shown, shown
             picture = page.locator(".jp-CodeCell", has_text='check("dot_product")')
             ARTIFACTS.mkdir(exist_ok=True)
             picture.screenshot(path=ARTIFACTS / "self-check-mistake.png")

@@ -7,6 +7,7 @@ import os
 import shutil
 import subprocess
 import sys
+import sysconfig
 from pathlib import Path
 
 import nbformat
@@ -78,6 +79,8 @@ def test_a_folder_named_with_jupyterlabs_own_option_is_served_as_it_is(args, fol
     (["lab", "--port", "8890", "--no-browser"], "en", None, ["--port", "8890", "--no-browser"]),
     (["lab", "zh", "--dir", "work", "--port=8890"], "zh", "work", ["--port=8890"]),
     (["copy", "en", "--dir", "work"], "en", "work", []),
+    (["progress"], None, None, []),
+    (["progress", "zh", "--dir", "work"], "zh", "work", []),
 ])
 def test_the_launcher_takes_an_edition_its_folder_and_jupyterlabs_options(argv, language, folder, options):
     args, chosen, served, rest = cli.parse(argv)
@@ -133,7 +136,9 @@ def test_the_launcher_copies_an_edition_into_the_folder_named(tmp_path, capsys):
     assert copied == [f"{u}/{u}.ipynb" for u in course.units()]
     copy = json.loads((tmp_path / "work" / "01_dot_product" / "01_dot_product.ipynb").read_text(encoding="utf-8"))
     assert copy["metadata"]["language"] == "zh"
-    assert "9 notebooks copied" in capsys.readouterr().out
+    assert "course: 已把 9 个笔记本复制到" in capsys.readouterr().out    # the Chinese edition speaks Chinese
+    assert cli.main(["copy", "--dir", str(tmp_path / "work-en")]) == 0
+    assert "course: 9 notebooks copied into" in capsys.readouterr().out
 
 
 def test_the_assignment_list_shows_only_where_there_is_an_exchange(tmp_path):
@@ -181,3 +186,47 @@ def test_course_lab_passes_a_bad_folder_to_the_learner_as_a_message(tmp_path):
     done = subprocess.run([sys.executable, "-m", "attention_course", "lab", f"--notebook-dir={tmp_path / 'missing'}"],
                           capture_output=True, text=True, timeout=120)
     assert done.returncode != 0 and "is not a folder" in done.stderr
+
+
+def test_the_lab_puts_its_environments_scripts_first_on_path():
+    """Where `attention-course` is, when the lab was started without activating its environment
+    (course-env/bin/attention-course lab): its terminals and notebooks find the course's commands."""
+    scripts = sysconfig.get_path("scripts")
+    assert lab.scripts_first(os.pathsep.join(["/usr/bin", scripts, "", "/bin"])) == \
+        os.pathsep.join([scripts, "/usr/bin", "/bin"])
+    assert lab.scripts_first("") == scripts
+
+
+def test_the_launcher_starts_the_server_with_that_path_and_speaks_the_editions_language(tmp_path, monkeypatch, capsys):
+    from jupyterlab.labapp import LabApp
+
+    scripts = sysconfig.get_path("scripts")
+    monkeypatch.setenv("PATH", os.pathsep.join(["/usr/bin", "/bin"]))   # the environment not activated
+    monkeypatch.delenv("JUPYTER_CONFIG_PATH", raising=False)
+    monkeypatch.chdir(tmp_path)                                          # the launcher moves into the folder
+    started = {}
+
+    class Server:
+        def start(self):
+            started["PATH"] = os.environ["PATH"]
+
+    def initialize_server(cls, argv, **made_with):
+        started["argv"] = argv
+        return Server()
+
+    monkeypatch.setattr(LabApp, "initialize_server", classmethod(initialize_server))
+    assert cli.main(["lab", "zh", "--dir", str(tmp_path / "work"), "--no-browser"]) == 0
+    assert started["PATH"].split(os.pathsep) == [scripts, "/usr/bin", "/bin"]
+    assert f"--notebook-dir={tmp_path / 'work'}" in started["argv"] and "--no-browser" in started["argv"]
+    said = capsys.readouterr().out
+    assert "course: 正在启动 JupyterLab（按 Ctrl+C 停止）" in said and "starting" not in said, said
+
+
+def test_the_lab_terminal_is_the_learners_shell_not_a_login_shell(monkeypatch):
+    """A login shell reads the system's profile, which on Debian sets PATH anew; jupyter_server_terminals
+    starts one whenever the server's output is not a terminal, unless lab/learner names the shell."""
+    from traitlets.config.loader import PyFileConfigLoader
+
+    monkeypatch.setenv("SHELL", "/bin/bash")
+    config = PyFileConfigLoader("jupyter_server_config.py", path=str(content.lab_settings() / "learner")).load_config()
+    assert config.ServerApp.terminado_settings == {"shell_command": ["/bin/bash"]}

@@ -3,13 +3,17 @@ progress() shows the whole course from that file."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 import torch
 
-from grader import progress
+from attention_course import cli, content, workspace
+from grader import i18n, progress
 from grader.selfcheck import check, exercises
 from grader.spec import CheckFailed
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture
@@ -33,7 +37,7 @@ def test_progress_reports_a_right_and_a_wrong_answer_in_two_units(folder, monkey
 
     text = progress.report(folder)
     assert "\u2713 dot_product" in text
-    assert f"\u2717 softmax: {failed.value}" in text
+    assert f"\u2717 {failed.value}" in text
     assert "\u00b7 similarity_matrix" in text and "\u00b7 simple_self_attention" in text
     assert "01_dot_product: 1 of 4 pass" in text and "02_softmax: 0 of 5 pass" in text
     total = sum(map(len, exercises().values()))
@@ -41,9 +45,10 @@ def test_progress_reports_a_right_and_a_wrong_answer_in_two_units(folder, monkey
 
     monkeypatch.chdir(folder)                 # from the working folder itself, the same file
     progress.progress()
-    assert f"\u2717 softmax: {failed.value}" in capsys.readouterr().out
+    assert f"\u2717 {failed.value}" in capsys.readouterr().out
     stored = json.loads((folder / progress.FILE).read_text(encoding="utf-8"))["exercises"]
     assert stored["softmax"]["unit"] == "02_softmax" and stored["softmax"]["status"] == "fail"
+    assert progress.recorded_language(folder) == "en"
 
 
 def test_a_right_answer_after_a_wrong_one_replaces_it(folder, monkeypatch):
@@ -84,3 +89,72 @@ def test_a_folder_that_cannot_be_written_keeps_no_record_and_the_check_still_ans
     monkeypatch.chdir(folder / "01_dot_product")
     check("dot_product", {"dot_product": lambda a, b: (a * b).sum()})
     assert "\u2713 dot_product" in capsys.readouterr().out and progress.load(folder) == {}
+
+
+def _wrong_softmax(x, dim=-1):
+    return x / x.sum(dim=dim, keepdim=True)   # no exponential: the self-check names it
+
+
+def test_progress_run_where_lab_was_started_reads_the_folder_lab_works_in(tmp_path, monkeypatch, capsys):
+    """An installed course: `lab` works in ./attention-course (./attention-course-zh), and
+    `progress` run from the same folder reads the record there, in the language the self-checks
+    spoke; with no record, it says where it looked."""
+    monkeypatch.delenv("NBGRADER_EXECUTION", raising=False)
+    installed = tmp_path / "installed"        # the package's content, as a wheel carries it
+    installed.mkdir()
+    for folder in content.EDITIONS.values():
+        (installed / folder).symlink_to(ROOT / folder)
+    monkeypatch.setattr(content, "BUNDLED", installed)
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.chdir(home)
+    assert cli.main(["copy"]) == 0 and cli.main(["copy", "zh"]) == 0
+    english, chinese = home / "attention-course", home / "attention-course-zh"
+    capsys.readouterr()
+
+    assert cli.main(["progress"]) == 1
+    said = capsys.readouterr().out
+    assert "No record of progress here" in said and progress.FILE in said
+    assert all(str(folder) in said for folder in (home, english, chinese)), said
+    assert cli.main(["progress", "zh"]) == 1 and "这里没有进度记录" in capsys.readouterr().out
+
+    monkeypatch.chdir(english / "01_dot_product")
+    check("dot_product", {"dot_product": lambda a, b: (a * b).sum()})
+    monkeypatch.chdir(chinese / "02_softmax")
+    with i18n.language("zh"), pytest.raises(CheckFailed) as failed:
+        check("softmax", {"softmax": _wrong_softmax})
+    capsys.readouterr()
+
+    monkeypatch.chdir(home)
+    assert cli.main(["progress"]) == 0
+    both = capsys.readouterr().out
+    first, second = both.split("\n\n")
+    assert f"Progress kept in {english / progress.FILE}:" in first and "\u2713 dot_product" in first
+    assert "The course: 1 of" in first
+    assert f"{chinese / progress.FILE}" in second and f"\u2717 {failed.value}" in second
+    assert "整个课程" in second                # the record's language: the Chinese edition's
+    assert cli.main(["progress", "zh"]) == 0
+    assert capsys.readouterr().out == second
+
+    monkeypatch.chdir(english / "02_softmax")  # from inside the working folder: its record alone
+    assert cli.main(["progress"]) == 0
+    assert capsys.readouterr().out == first + "\n"
+
+
+def test_in_a_clone_progress_from_the_repository_root_reads_its_notebooks_folder(tmp_path, monkeypatch, capsys):
+    monkeypatch.delenv("NBGRADER_EXECUTION", raising=False)
+    clone = tmp_path / "clone"                 # a clone: no content bundled into the package
+    (clone / "notebooks" / "01_dot_product").mkdir(parents=True)
+    monkeypatch.setattr(content, "REPOSITORY", clone)
+    monkeypatch.setattr(content, "BUNDLED", clone / "attention_course" / "content")
+    assert workspace.default_folder("en") == clone / "notebooks"
+    monkeypatch.chdir(clone / "notebooks" / "01_dot_product")
+    check("dot_product", {"dot_product": lambda a, b: (a * b).sum()})
+    capsys.readouterr()
+
+    monkeypatch.chdir(clone)
+    assert cli.main(["progress"]) == 0
+    out = capsys.readouterr().out
+    assert f"Progress kept in {clone / 'notebooks' / progress.FILE}:" in out and "\u2713 dot_product" in out
+    assert cli.main(["progress", "--dir", str(tmp_path)]) == 1   # a folder named is the only one read
+    assert f"none is in {tmp_path}. " in capsys.readouterr().out
