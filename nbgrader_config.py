@@ -39,3 +39,5 @@ c.OverwriteCells.add_missing_cells = True
 
 # Feedback reports show the visible self-checks, never the hidden tests.
 c.GenerateFeedback.preprocessors = [GetGrades, CSSHTMLHeaderPreprocessor, ClearHiddenTests]
+# ...with their maths drawn without MathJax or a network, and long lines wrapped (grader/feedback.py).
+c.GenerateFeedback.exporter_class = "grader.feedback.FeedbackExporter"

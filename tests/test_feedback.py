@@ -1,0 +1,103 @@
+"""The feedback page a learner opens (nbgrader's generate_feedback with grader.feedback's exporter):
+its maths drawn with no script and no network, and the line that names a mistake wrapped, not cut."""
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import nbformat
+import pytest
+from bs4 import BeautifulSoup
+from nbconvert.filters.markdown_mistune import IPythonRenderer, MarkdownWithMath
+
+from grader import course
+from grader.feedback import FeedbackExporter, mathml
+
+ROOT = Path(__file__).resolve().parent.parent
+CHROMIUM = os.environ.get("CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
+MISTAKE = ("Grader: \u2717 dot_product: you computed the cosine similarity (divided by the lengths); the dot product "
+           "is not normalised (case: Your \u00b7 journey) (0/1) " + "and more words " * 12)
+
+
+def feedback_page(tmp_path: Path) -> Path:
+    """A feedback page as generate_feedback writes it with the course's nbgrader_config.py: a
+    paragraph with inline and display maths, and a self-check's output with one long line."""
+    from nbgrader.converters import GenerateFeedback
+    from nbgrader.coursedir import CourseDirectory
+
+    config = course.config()
+    converter = GenerateFeedback(coursedir=CourseDirectory(config=config), config=config)
+    assert converter.exporter_class is FeedbackExporter
+    exporter = converter.exporter_class(parent=converter, config=converter.config)
+    nb = nbformat.v4.new_notebook(cells=[
+        nbformat.v4.new_markdown_cell("Its scores are the dot products of $x^{(2)}$ with every row:\n\n"
+                                      "$$a \\cdot b = \\sum_{i=1}^{d} a_i\\, b_i .$$"),
+        nbformat.v4.new_code_cell('check("dot_product")', outputs=[
+            nbformat.v4.new_output("stream", name="stdout", text=MISTAKE + "\n")]),
+    ])
+    html, _ = exporter.from_notebook_node(
+        nb, resources={"nbgrader": {"notebook": "01_dot_product", "score": 0, "max_score": 1, "late_penalty": 0}})
+    path = tmp_path / "01_dot_product.html"
+    path.write_text(html, encoding="utf-8")
+    return path
+
+
+def test_the_feedback_page_has_its_maths_as_mathml_and_no_mathjax(tmp_path):
+    html = feedback_page(tmp_path).read_text(encoding="utf-8")
+    assert html.count("<math") == 2 and 'display="block"' in html
+    assert "$x^{(2)}$" not in html and "\\sum" not in html
+    scripts = [str(script).lower() for script in BeautifulSoup(html, features="html.parser").find_all("script")]
+    assert not any("mathjax" in script for script in scripts) and "cdnjs" not in html
+    assert "white-space: pre-wrap" in html
+
+
+def test_every_formula_of_the_course_becomes_mathml():
+    """The notebooks' TeX, both editions: latex2mathml converts each (else the page shows it as code)."""
+    formulas = set()
+
+    class Collect(IPythonRenderer):
+        def inline_math(self, body):
+            formulas.add((body, False))
+            return ""
+
+        def block_math(self, body):
+            formulas.add((body, True))
+            return ""
+
+        def latex_environment(self, name, body):
+            formulas.add((f"\\begin{{{name}}}{body}\\end{{{name}}}", True))
+            return ""
+
+    for path in sorted(ROOT.glob("notebooks*/*/*.ipynb")):
+        for cell in nbformat.read(path, as_version=4).cells:
+            if cell.cell_type == "markdown":
+                MarkdownWithMath(renderer=Collect(escape=False)).render(cell.source)
+    assert len(formulas) > 100
+    failed = [tex for tex, display in formulas if not mathml(tex, display).startswith("<math")]
+    assert failed == []
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="Chromium is not installed (Debian: apt-get install chromium)")
+def test_opened_from_disk_offline_the_mistake_wraps_and_the_maths_is_drawn(tmp_path):
+    playwright = pytest.importorskip("playwright.sync_api", reason="needs Playwright: pip install -e '.[test]'")
+    path = feedback_page(tmp_path)
+    with playwright.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM)
+        try:
+            page = browser.new_page(viewport={"width": 800, "height": 900})
+            fetched = []
+            page.route("**/*", lambda route: route.continue_() if route.request.url.startswith("file:")
+                       else (fetched.append(route.request.url), route.abort()))
+            page.goto(path.as_uri())
+            line = page.locator("pre", has_text="Grader: \u2717")
+            box, width = line.bounding_box(), page.evaluate("document.documentElement.clientWidth")
+            assert box["x"] + box["width"] <= width, (box, width)
+            assert line.evaluate("e => e.scrollWidth - e.clientWidth") <= 1
+            assert box["height"] > 3 * line.evaluate("e => parseFloat(getComputedStyle(e).lineHeight)")
+            # MathML is drawn by the browser: a sum with limits is taller than a line of text.
+            display = page.locator("math[display=block]")
+            assert display.bounding_box()["height"] > 25
+            assert fetched == []
+        finally:
+            browser.close()
