@@ -1,14 +1,25 @@
 """A class on one machine: JupyterHub with the course's settings, and the class's accounts.
 
-    sudo ./course hub [zh] [--port 8000] [--ip ADDRESS] [--state /srv/attention-course]
-    sudo ./course hub add NAME ... [--instructor]
+    ./course hub [zh] [--port 8000] [--ip ADDRESS] [--state /srv/attention-course]   (as root)
+    ./course hub add NAME ... [--instructor] [--state ...]                            (as root)
 
-`hub` prepares nbgrader's exchange (a folder everyone may write, as nbgrader's documentation
-sets it up) and starts JupyterHub with hub/jupyterhub_config.py; configurable-http-proxy, from
-npm, carries the traffic. `hub add` makes each NAME a Unix account in the class's group, with a
-private home and a password printed once: learners log in with it, and each server runs as its
-owner. An instructor also gets ~/attention-course, the course folder that nbgrader's commands,
-`python -m grader grade` and Formgrader share. Everything runs as root, as JupyterHub must to
+What learners can reach holds no answers. The clone of the course (solutions/, the source
+notebooks with their hidden tests, the translations, .git) is the instructors': `hub` gives it
+to the group attention-instructors, mode 750. Learners' servers run STATE/env instead, a virtual
+environment readable by all with a non-editable install of the learner's package (the student
+notebooks, the self-checks, the corpus: what `pip install attention-course[lab]` gives a
+learner) and JupyterHub; `hub` makes it on its first start and installs the course into it
+again, as the clone has it, at every start. Instructors' servers run the clone's own Python.
+The servers' Jupyter settings are copied into STATE/settings, readable by all.
+
+nbgrader's exchange, STATE/exchange, belongs to root (mode 755): nobody else can make, move or
+delete anything in it. The course's folder in it is made by the hub and given to the first
+instructor; below it, nbgrader's own folders and modes (see grader/exchange.py).
+
+`hub add` makes each NAME a Unix account in the class's group, with a private home and a
+password printed once: learners log in with it, and each server runs as its owner. An
+instructor also gets ~/attention-course, the course folder that nbgrader's commands,
+`python -m grader grade` and Formgrader share. The hub runs as root, as JupyterHub must to
 start servers as other users; grading does not: the instructor grades as themselves.
 """
 from __future__ import annotations
@@ -24,12 +35,16 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import course
+from . import course, torch_index
 
 HUB = course.ROOT / "hub"
 STATE = Path("/srv/attention-course")
 LEARNERS, INSTRUCTORS = "attention-learners", "attention-instructors"
 COURSE_FOLDER = "attention-course"
+
+
+class HubProblem(RuntimeError):
+    """Something on this machine stops the class's hub, said with what to do."""
 
 
 @dataclass(frozen=True)
@@ -43,17 +58,98 @@ def exchange(state: Path) -> Path:
     return state / "exchange"
 
 
+def settings(state: Path) -> Path:
+    """The servers' Jupyter settings, copied out of the clone (which learners cannot read)."""
+    return state / "settings"
+
+
+def learners_python(state: Path) -> Path:
+    """The Python of the learners' environment, STATE/env."""
+    return state / "env" / "bin" / "python"
+
+
 def prepare(state: Path) -> None:
-    """The hub's private folder and the class's exchange. nbgrader wants the exchange's root
-    writable by all (mode 777: each learner writes their submission into inbound/, which
-    nbgrader makes listable by the instructor only)."""
+    """The hub's private folder, the class's groups, its exchange and the servers' settings."""
     (state / "hub").mkdir(parents=True, exist_ok=True)
     os.chmod(state, 0o755)
     os.chmod(state / "hub", 0o700)
-    exchange(state).mkdir(exist_ok=True)
-    os.chmod(exchange(state), 0o777)
     for group in (LEARNERS, INSTRUCTORS):
         _group(group)
+    prepare_exchange(state)
+    _copy_settings(state)
+
+
+def prepare_exchange(state: Path) -> Path:
+    """STATE/exchange, root's, mode 755, and the course's folder in it, made now so that no
+    learner can make it first. nbgrader wants that folder to belong to the instructor who
+    releases: it goes to the first instructor, and stays root's until there is one."""
+    root = exchange(state)
+    root.mkdir(parents=True, exist_ok=True)
+    os.chown(root, 0, 0)
+    os.chmod(root, 0o755)
+    folder = root / course.COURSE_ID
+    if not folder.is_dir() or folder.is_symlink():
+        if folder.exists() or folder.is_symlink():
+            raise HubProblem(f"{folder} is not a folder: remove it, then start again")
+        folder.mkdir()
+        os.chown(folder, 0, 0)
+        os.chmod(folder, 0o755)
+    try:
+        owner = pwd.getpwuid(folder.stat().st_uid).pw_name
+    except KeyError:   # an account removed since
+        owner = f"user id {folder.stat().st_uid}"
+    if owner != "root" and not is_instructor(owner):
+        raise HubProblem(f"{folder} belongs to {owner}, who is not an instructor of the class: look at what is "
+                         f"in it, remove it (rm -r {folder}), then start again")
+    teachers = members(INSTRUCTORS)
+    if owner == "root" and teachers:
+        user = pwd.getpwnam(teachers[0])
+        os.chown(folder, user.pw_uid, user.pw_gid)
+    return folder
+
+
+def _copy_settings(state: Path) -> None:
+    """hub/, lab/ and nbgrader_config.py into STATE/settings, as they are laid out in the clone
+    (their files name each other by relative paths), readable by all."""
+    target, fresh = settings(state), state / ".settings.new"
+    shutil.rmtree(fresh, ignore_errors=True)
+    for folder in ("hub", "lab"):
+        shutil.copytree(course.ROOT / folder, fresh / folder, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(course.CONFIG_FILE, fresh / course.CONFIG_FILE.name)
+    for path in (fresh, *fresh.rglob("*")):
+        os.chmod(path, 0o755 if path.is_dir() else 0o644)
+    shutil.rmtree(target, ignore_errors=True)
+    fresh.rename(target)
+
+
+def close_clone(root: Path = course.ROOT) -> bool:
+    """Give the clone to the instructors' group, mode 750, so that learners can open nothing in
+    it; True if it was open before."""
+    group = grp.getgrnam(INSTRUCTORS).gr_gid
+    status = root.stat()
+    if status.st_gid == group and not status.st_mode & 0o007:
+        return False
+    os.chown(root, -1, group)
+    os.chmod(root, (status.st_mode & 0o700) | 0o050)
+    return True
+
+
+def learners_environment(state: Path, source: Path = course.ROOT) -> Path:
+    """STATE/env: made on the first start (PyTorch's CPU build where there is no NVIDIA GPU),
+    then the course installed into it from `source` as it is now, not editable, at every start.
+    Its Python."""
+    python = learners_python(state)
+    pip = [str(python), "-m", "pip", "--disable-pip-version-check"]
+    if not python.exists():
+        print(f"hub: making the learners' environment {python.parent.parent}: PyTorch, JupyterLab, nbgrader, "
+              "JupyterHub and the course (minutes the first time)", flush=True)
+        subprocess.run([sys.executable, "-m", "venv", str(python.parent.parent)], check=True)
+        cpu = torch_index.torch_pip_arguments(say=lambda line: print(f"hub: {line}", flush=True))
+        subprocess.run([*pip, "install", *cpu, f"{source}[lab,hub]"], check=True)
+    else:
+        print("hub: installing the course into the learners' environment, as the clone has it now", flush=True)
+        subprocess.run([*pip, "install", "--quiet", "--no-deps", "--force-reinstall", str(source)], check=True)
+    return python
 
 
 def add(name: str, instructor: bool, state: Path) -> Account:
@@ -98,24 +194,34 @@ def course_folder(name: str, state: Path) -> Path:
     return folder
 
 
-def is_instructor(name: str) -> bool:
+def members(group: str) -> list[str]:
+    """The accounts in `group`, as members or by their own group, sorted."""
     try:
-        group = grp.getgrnam(INSTRUCTORS)
-        return name in group.gr_mem or pwd.getpwnam(name).pw_gid == group.gr_gid
+        found = grp.getgrnam(group)
     except KeyError:
-        return False
+        return []
+    return sorted(set(found.gr_mem) | {user.pw_name for user in pwd.getpwall() if user.pw_gid == found.gr_gid})
+
+
+def is_instructor(name: str) -> bool:
+    return name in members(INSTRUCTORS)
 
 
 def server_environment(name: str, state: Path) -> dict[str, str]:
-    """What the hub gives the server of `name`, and so its terminals: the course's Jupyter
-    settings (a learner's as `./course lab` has them; an instructor's with Formgrader), the
-    class's exchange, and this environment's commands (nbgrader, python) on PATH."""
-    learner = [HUB / "learner", course.ROOT / "lab" / "learner"]
-    paths = [HUB / "instructor", HUB / "learner"] if is_instructor(name) else learner
+    """What the hub gives the server of `name`, and so its terminals: its Python (a learner's:
+    STATE/env; an instructor's: the clone's), first on PATH with nbgrader and attention-course;
+    the course's Jupyter settings (a learner's as `./course lab` has them; an instructor's with
+    Formgrader); the class's exchange."""
+    here = settings(state)
+    if is_instructor(name):
+        python, paths = Path(sys.executable), [here / "hub" / "instructor", here / "hub" / "learner"]
+    else:
+        python, paths = learners_python(state), [here / "hub" / "learner", here / "lab" / "learner"]
     return {"JUPYTER_CONFIG_PATH": os.pathsep.join(map(str, paths)),
             "COURSE_EXCHANGE": str(exchange(state)),
             "COURSE_LANG": os.environ.get("COURSE_LANG", "en"),
-            "PATH": os.pathsep.join([str(Path(sys.executable).parent), "/usr/local/bin", "/usr/bin", "/bin"])}
+            "COURSE_PYTHON": str(python),
+            "PATH": os.pathsep.join([str(python.parent), "/usr/local/bin", "/usr/bin", "/bin"])}
 
 
 def _group(name: str) -> None:
@@ -125,28 +231,56 @@ def _group(name: str) -> None:
         subprocess.run(["groupadd", name], check=True)
 
 
+def _as(user: str, *command: str, group: str | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([shutil.which("runuser") or "runuser", "-u", user, *(["-g", group] if group else []),
+                           "--", *command], capture_output=True, text=True, cwd="/")
+
+
 def problems() -> list[str]:
-    """What stops a hub from starting here, each with what to do."""
+    """What stops a hub from starting here, each with what to do; checked before anything is
+    made or installed."""
     found = []
     if not hasattr(os, "geteuid") or os.geteuid() != 0:
-        found.append("the hub runs as root (it starts each user's server as that user): run it with sudo")
+        found.append("the hub runs as root (it starts each user's server as that user): run it as root "
+                     "(sudo ./course hub, or in a root shell)")
     if shutil.which("configurable-http-proxy") is None:
         found.append("configurable-http-proxy is missing: npm install -g configurable-http-proxy")
+    for tool in ("useradd", "chpasswd", "runuser"):
+        if shutil.which(tool) is None:
+            found.append(f"{tool} is missing: the class's accounts are Unix accounts")
     try:
         import jupyterhub  # noqa: F401
     except ImportError:
         found.append("JupyterHub is missing: pip install -e '.[hub]' (./course hub does it)")
-    else:
-        everyone = subprocess.run([shutil.which("runuser") or "runuser", "-u", "nobody", "--", sys.executable, "-c",
-                                   "import jupyterhub, nbgrader, grader"], capture_output=True, cwd="/")
-        if everyone.returncode != 0:
-            found.append(f"other accounts cannot run {sys.executable} with the course (a folder on the way, such "
-                         f"as {Path.home()}, is private): each server runs as its user, so clone the course into "
-                         "a folder everyone can read (e.g. /opt) and make its .venv from the system's python3")
-    for tool in ("useradd", "chpasswd", "runuser"):
-        if shutil.which(tool) is None:
-            found.append(f"{tool} is missing: the class's accounts are Unix accounts")
+    if not found:
+        base = getattr(sys, "_base_executable", sys.executable)
+        if _as("nobody", base, "-c", "pass").returncode != 0:
+            found.append(f"other accounts cannot run {base} (a folder on the way is private): the learners' "
+                         "environment is made from it, so make the clone's .venv from a Python everyone can "
+                         "run, such as the system's python3")
     return found
+
+
+def instructors_can_work(root: Path = course.ROOT) -> str | None:
+    """Why a member of the instructors' group cannot run this Python with the course, or None."""
+    check = _as("nobody", sys.executable, "-c", f"import grader, nbgrader; open({str(root / 'nbgrader_config.py')!r})",
+                group=INSTRUCTORS)
+    if check.returncode == 0:
+        return None
+    return (f"the instructors cannot run {sys.executable} with the course in {root} (a folder on the way, such "
+            f"as {Path.home()}, is private): clone the course where root's group can pass, e.g. /opt")
+
+
+def learners_cannot_read(root: Path, python: Path) -> str | None:
+    """Why the class is not safe, or None: a learner can read the answers, or cannot run STATE/env."""
+    answers = next((root / "solutions").glob("*/*.py"), root / "nbgrader_config.py")
+    if _as("nobody", "cat", str(answers)).returncode == 0:
+        return f"every account can read {answers}: the clone must be closed to learners (chmod o-rwx {root})"
+    check = _as("nobody", str(python), "-c", "import attention_course, grader.selfcheck, nbgrader, jupyterhub")
+    if check.returncode != 0:
+        return (f"learners cannot run {python} with the course: "
+                f"{(check.stderr.strip().splitlines() or ['?'])[-1][:300]}")
+    return None
 
 
 def command(state: Path, bind: str) -> tuple[list[str], dict[str, str]]:
@@ -159,17 +293,33 @@ def _start(args) -> int:
     if found := problems():
         print("\n".join(f"hub: {p}" for p in found), file=sys.stderr)
         return 2
+    os.umask(0o022)   # what the hub makes for the class (settings, the learners' environment) is readable by all
     state = Path(args.state)
-    prepare(state)
+    try:
+        prepare(state)
+    except HubProblem as problem:
+        print(f"hub: {problem}", file=sys.stderr)
+        return 2
+    if close_clone():
+        print(f"hub: the clone {course.ROOT} is now the instructors' (group {INSTRUCTORS}, mode 750): "
+              "learners' servers run the learners' environment instead", flush=True)
+    if reason := instructors_can_work():
+        print(f"hub: {reason}", file=sys.stderr)
+        return 2
+    python = learners_environment(state)
+    if reason := learners_cannot_read(course.ROOT, python):
+        print(f"hub: {reason}", file=sys.stderr)
+        return 2
     if args.language:
         os.environ["COURSE_LANG"] = args.language
     argv, env = command(state, f"http://{args.ip}:{args.port}")
-    members = sorted(grp.getgrnam(LEARNERS).gr_mem), sorted(grp.getgrnam(INSTRUCTORS).gr_mem)
     print(f"hub: the class's hub at http://{args.ip or 'localhost'}:{args.port}/ (Ctrl+C stops it)\n"
-          f"hub: learners: {', '.join(members[0]) or 'none yet'}; instructors: {', '.join(members[1]) or 'none yet'}\n"
-          "hub: add accounts with: sudo ./course hub add NAME ... [--instructor]\n"
+          f"hub: learners: {', '.join(members(LEARNERS)) or 'none yet'}; "
+          f"instructors: {', '.join(members(INSTRUCTORS)) or 'none yet'}\n"
+          "hub: add accounts with: ./course hub add NAME ... [--instructor] (as root)\n"
           f"hub: Formgrader, for an instructor NAME: http://{args.ip or 'HOST'}:{args.port}/user/NAME/formgrader "
           "(in a browser tab of its own: JupyterHub forbids it inside JupyterLab's frame)\n"
+          f"hub: learners' servers run {python}; instructors' run {sys.executable}\n"
           f"hub: the exchange is {exchange(state)}; the hub's own files are in {state / 'hub'}", flush=True)
     os.chdir(state / "hub")
     os.execve(argv[0], argv, env)
@@ -177,12 +327,18 @@ def _start(args) -> int:
 
 def _add(args) -> int:
     if os.geteuid() != 0:
-        print("hub: making accounts needs root: run it with sudo", file=sys.stderr)
+        print("hub: making accounts needs root: run it as root (sudo, or in a root shell)", file=sys.stderr)
         return 2
+    os.umask(0o022)
     state = Path(args.state)
-    prepare(state)
-    for name in args.names:
-        account = add(name, args.instructor, state)
+    try:
+        prepare(state)
+        accounts = [add(name, args.instructor, state) for name in args.names]
+        prepare_exchange(state)   # the course's folder in the exchange goes to the first instructor
+    except HubProblem as problem:
+        print(f"hub: {problem}", file=sys.stderr)
+        return 2
+    for account in accounts:
         role = "instructor" if account.instructor else "learner"
         secret = f"password {account.password}" if account.password else "existing account, password unchanged"
         print(f"{account.name}\t{role}\t{secret}")
@@ -204,6 +360,7 @@ def main(argv: list[str]) -> int:
         parser.add_argument("--instructor", action="store_true", help="instructors: Formgrader and a course folder")
         return _add(parser.parse_args(argv))
     parser.add_argument("language", nargs="?", choices=["en", "zh"], help="the edition (zh: menus in Chinese)")
-    parser.add_argument("--port", type=int, default=8000)
+    parser.add_argument("--port", type=int, default=8000,
+                        help="the hub's port (default: %(default)s); it also takes the next two, for its API and proxy")
     parser.add_argument("--ip", default="", help="the address to listen on (default: all)")
     return _start(parser.parse_args(argv))

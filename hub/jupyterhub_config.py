@@ -4,15 +4,16 @@ Who may log in: the machine's own Unix accounts (JupyterHub's PAM authenticator)
 two groups, which `./course hub add` creates: learners in attention-learners, instructors in
 attention-instructors (the hub's admins). Each server runs as its owner (LocalProcessSpawner),
 so the file permissions of the system keep one learner's work from another's and from the
-instructor's; nbgrader's exchange is the one folder they share. Learners' servers are set up as
+instructor's; nbgrader's exchange is the one folder they share. Learners' servers run the
+learners' environment (STATE/env: the course without its answers) and are set up as
 `./course lab` sets up a learner's JupyterLab (instructor tools hidden; Validate and the
-Assignment List shown); instructors' servers add Formgrader and the course folder in their home.
+Assignment List shown); instructors' servers run the clone's Python and add Formgrader and the
+course folder in their home (see grader/hub.py).
 
 The values that differ from class to class come from the environment `python -m grader hub`
 sets: COURSE_HUB_STATE (the exchange and the hub's own database), COURSE_HUB_BIND and COURSE_LANG.
 """
 import os
-import sys
 from pathlib import Path
 
 from grader import hub
@@ -36,7 +37,6 @@ c.PAMAuthenticator.allowed_groups = {hub.LEARNERS, hub.INSTRUCTORS}
 c.PAMAuthenticator.admin_groups = {hub.INSTRUCTORS}
 c.PAMAuthenticator.open_sessions = False   # no login session per server: nothing to clean up after
 
-c.Spawner.cmd = [sys.executable, "-m", "jupyterhub.singleuser"]
 c.Spawner.default_url = "/lab"
 c.Spawner.notebook_dir = "~"
 c.Spawner.http_timeout = 120   # a first start on a busy machine imports JupyterLab and nbgrader
@@ -44,10 +44,13 @@ c.Spawner.start_timeout = 120
 
 
 def course_settings(spawner) -> None:
-    """What `./course lab` gives a learner's JupyterLab, and Formgrader to an instructor."""
-    spawner.environment.update(hub.server_environment(spawner.user.name, STATE))
+    """Each server's Python and settings: what `./course lab` gives a learner's JupyterLab, and
+    Formgrader to an instructor."""
+    environment = hub.server_environment(spawner.user.name, STATE)
+    spawner.environment.update(environment)
+    spawner.cmd = [environment["COURSE_PYTHON"], "-m", "jupyterhub.singleuser"]
     if os.environ.get("COURSE_LANG", "").startswith("zh"):   # JupyterLab's menus in Chinese
-        spawner.args = [f"--LabApp.app_settings_dir={hub.course.ROOT / 'lab' / 'zh'}"]
+        spawner.args = [f"--LabApp.app_settings_dir={hub.settings(STATE) / 'lab' / 'zh'}"]
 
 
 c.Spawner.pre_spawn_hook = course_settings

@@ -1,16 +1,24 @@
 """A class on this machine for the tests: an exchange, an instructor and learners made by
-`python -m grader hub add` (real Unix accounts), and, on request, the hub itself."""
+`python -m grader hub add` (real Unix accounts), and, on request, the hub itself.
+
+With `clone=True` the class runs from a copy of the course, as an instructor's clone in /opt
+would be, which the hub then closes to learners (this checkout stays as it is). The learners'
+environment is made as the hub makes it, but for where its dependencies come from: the suite's
+own environment, read through a .pth file (as tests/test_package.py does), so that nothing is
+downloaded; the course itself the hub installs into it from the copy, not editable."""
 from __future__ import annotations
 
 import grp
 import os
 import pwd
+import re
 import secrets
 import shutil
 import signal
 import socket
 import subprocess
 import sys
+import sysconfig
 import tempfile
 import time
 import urllib.request
@@ -31,6 +39,7 @@ class Classroom:
     state: Path
     instructor: accounts.Account
     learners: list[accounts.Account]
+    clone: Path    # the course the class runs from (this checkout, or a copy of it)
 
     @property
     def course(self) -> Path:
@@ -68,34 +77,61 @@ def why_not() -> str | None:
     return how if prefix is None else None
 
 
-def _add(names: list[str], state: Path, instructor: bool) -> list[accounts.Account]:
+def _add(names: list[str], state: Path, instructor: bool, clone: Path) -> list[accounts.Account]:
     prefix, _ = accounts.view()
     made = subprocess.run([*prefix, sys.executable, "-m", "grader", "hub", "add", *names, "--state", str(state),
-                           *(["--instructor"] if instructor else [])], capture_output=True, text=True, check=True)
+                           *(["--instructor"] if instructor else [])], capture_output=True, text=True, check=True,
+                          cwd=clone)   # python -m grader, from the clone's folder: the clone's grader
     passwords = {line.split("\t")[0]: line.split("\t")[2].removeprefix("password ")
                  for line in made.stdout.splitlines() if line.count("\t") == 2}
     return [accounts.Account(name, passwords[name], Path(pwd.getpwnam(name).pw_dir)) for name in names]
 
 
+def _copy_course(top: Path) -> Path:
+    """A copy of this checkout's course, as `git clone` would leave it (no .venv, no build)."""
+    clone = top / "attention-course"
+    shutil.copytree(accounts.ROOT, clone, ignore=shutil.ignore_patterns(
+        ".git", ".venv", "build", "*.egg-info", "__pycache__", "test-artifacts", ".pytest_cache", ".ruff_cache"))
+    return clone
+
+
+def _learners_environment(state: Path) -> None:
+    """STATE/env as the hub's first start makes it, with the suite's packages instead of downloads."""
+    env = state / "env"
+    python = env / "bin" / "python"
+    subprocess.run([sys.executable, "-m", "venv", str(env)], check=True)
+    site = Path(subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                               check=True, capture_output=True, text=True).stdout.strip())
+    (site / "course-dependencies.pth").write_text(sysconfig.get_paths()["purelib"] + "\n", encoding="utf-8")
+    for data in ("share", "etc"):   # JupyterLab's extensions (nbgrader's among them) and their switches
+        (env / data).symlink_to(Path(sys.prefix) / data)
+
+
 @contextmanager
-def classroom(learners: int) -> Iterator[Classroom]:
-    """An exchange, an instructor with a course folder and `learners` learners; all removed after."""
+def classroom(learners: int, clone: bool = False) -> Iterator[Classroom]:
+    """An exchange, an instructor with a course folder and `learners` learners; all removed after.
+    clone: the class runs from a copy of the course, with a learners' environment for the hub."""
     groups_before = {g.gr_name for g in grp.getgrall()}
-    state = Path(tempfile.mkdtemp(prefix="course-class-", dir="/tmp"))
-    state.chmod(0o755)
+    top = Path(tempfile.mkdtemp(prefix="course-class-", dir="/tmp"))
+    top.chmod(0o755)
+    state = top / "state"
+    state.mkdir(mode=0o755)
     tag = secrets.token_hex(2)
     made: list[accounts.Account] = []
     try:
-        made += _add([f"teach{tag}"], state, instructor=True)
-        made += _add([f"learner{tag}x{k}" for k in range(learners)], state, instructor=False)
-        yield Classroom(state, made[0], made[1:])
+        source = _copy_course(top) if clone else accounts.ROOT
+        if clone:
+            _learners_environment(state)
+        made += _add([f"teach{tag}"], state, instructor=True, clone=source)
+        made += _add([f"learner{tag}x{k}" for k in range(learners)], state, instructor=False, clone=source)
+        yield Classroom(state, made[0], made[1:], source)
     finally:
         for account in made:
             accounts.remove(account)
         for group in (hub.LEARNERS, hub.INSTRUCTORS):
             if group not in groups_before:
                 subprocess.run(["groupdel", group], capture_output=True)
-        shutil.rmtree(state, ignore_errors=True)
+        shutil.rmtree(top, ignore_errors=True)
 
 
 def _free_ports(count: int) -> int:
@@ -119,7 +155,7 @@ def _free(port: int) -> bool:
 
 
 @contextmanager
-def running_hub(room: Classroom, timeout: float = 90) -> Iterator[str]:
+def running_hub(room: Classroom, timeout: float = 300) -> Iterator[str]:
     """`python -m grader hub` on free ports: its URL while it runs."""
     port = _free_ports(3)   # the hub's public port, its API and the proxy's API
     prefix, _ = accounts.view()
@@ -127,7 +163,7 @@ def running_hub(room: Classroom, timeout: float = 90) -> Iterator[str]:
     with open(log, "wb") as out:
         proc = subprocess.Popen([*prefix, sys.executable, "-m", "grader", "hub", "--port", str(port), "--ip",
                                  "127.0.0.1", "--state", str(room.state)], stdout=out, stderr=subprocess.STDOUT,
-                                start_new_session=True)
+                                start_new_session=True, cwd=room.clone)
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + timeout
@@ -149,3 +185,52 @@ def running_hub(room: Classroom, timeout: float = 90) -> Iterator[str]:
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
+
+
+# A terminal of a user's server, opened from their browser page as JupyterLab opens one: a new
+# terminal over the server's REST API, then its WebSocket (terminado's protocol: ["stdin", text]
+# in, ["stdout", text] out). What the command printed lies between two lines the shell
+# computes, so the echo of the typed line is not taken for them.
+_TERMINAL = """async ([base, command, seconds]) => {
+  const xsrf = decodeURIComponent((document.cookie.match(/(?:^|; )_xsrf=([^;]*)/) || [])[1] || "");
+  const made = await fetch(`${base}/api/terminals`, {method: "POST", credentials: "same-origin",
+                                                     headers: {"X-XSRFToken": xsrf}});
+  if (!made.ok) throw new Error(`no terminal: ${made.status} ${await made.text()}`);
+  const name = (await made.json()).name;
+  const scheme = location.protocol === "https:" ? "wss" : "ws";
+  const socket = new WebSocket(`${scheme}://${location.host}${base}/terminals/websocket/${name}`);
+  let text = "";
+  const marks = /__start_42__([\\s\\S]*?)__done_42_(\\d+)__/;
+  const found = await new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`no end after ${seconds} s:\\n${text.slice(-3000)}`)),
+                             seconds * 1000);
+    socket.onopen = () => socket.send(JSON.stringify(["stdin",
+        `stty cols 500; echo __start_$((6*7))__; ${command}; echo __done_$((6*7))_$?__\\r`]));
+    socket.onmessage = (event) => {
+      const [kind, data] = JSON.parse(event.data);
+      if (kind !== "stdout") return;
+      text += data;
+      const match = text.match(marks);
+      if (match) { clearTimeout(timer); resolve(match); }
+    };
+    socket.onerror = () => reject(new Error("the terminal's WebSocket failed"));
+  });
+  socket.close();
+  await fetch(`${base}/api/terminals/${name}`, {method: "DELETE", credentials: "same-origin",
+                                                headers: {"X-XSRFToken": xsrf}});
+  return [Number(found[2]), found[1]];
+}"""
+_ESCAPES = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07]*\x07|\r")
+
+
+@dataclass(frozen=True)
+class Typed:
+    """What a command typed into a terminal printed, and its exit status."""
+    status: int
+    output: str
+
+
+def in_browser_terminal(page, user: str, command: str, seconds: int = 120) -> Typed:
+    """Type `command` into a new terminal of `user`'s server, from their logged-in browser page."""
+    status, text = page.evaluate(_TERMINAL, [f"/user/{user}", command, seconds])
+    return Typed(status, _ESCAPES.sub("", text))

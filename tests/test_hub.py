@@ -1,9 +1,13 @@
-"""A class on a real JupyterHub, end to end in Chromium: the instructor releases unit 01; two
-learners, real Unix accounts, log in, fetch it from the Assignment List and submit (one right,
-one with a catalogued mistake); neither can read the other's work or the instructor's; the
-instructor collects, grades with `python -m grader grade` as their own account with the
-sandbox on, and releases the feedback; Formgrader shows both scores; each learner fetches their
-own feedback and sees their score and, for the mistake, its message; the Canvas and Moodle
+"""A class on a real JupyterHub, end to end in Chromium, run from a copy of the course as an
+instructor's clone would be: the instructor, in a terminal of their server opened in the browser,
+types the README's commands: release unit 01; two learners, real Unix accounts, log in, fetch it
+from the Assignment List and submit (one right, one with a catalogued mistake); from a learner's
+own terminal nothing of the answers can be read (the clone, its solutions and source notebooks,
+the instructor's course folder, the gradebook), nor the other learner's work, and nothing in the
+exchange's root can be made, moved or deleted, before the first release and after it; the
+instructor collects, grades with `python -m grader grade` as their own account with the sandbox
+on, releases the feedback and exports grades; Formgrader shows both scores; each learner fetches
+their own feedback and sees their score and, for the mistake, its message; the Canvas and Moodle
 exports hold both.
 
 Needs root (to make the accounts; CI runs as root), configurable-http-proxy (npm) and
@@ -13,15 +17,17 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
 import shutil
 import sys
 import time
+from pathlib import Path
 
 import classroom
 import nbformat
 import pytest
 from catalogue import u01
-from classroom import UNIT
+from classroom import UNIT, in_browser_terminal
 from reference import answers, student_notebook
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -43,7 +49,7 @@ def room():
     reason = classroom.why_not()
     if reason:
         pytest.skip(reason)
-    with classroom.classroom(learners=2) as made:
+    with classroom.classroom(learners=2, clone=True) as made:
         yield made
 
 
@@ -64,19 +70,66 @@ def _assignment_list(page):
     return page
 
 
+def readme_commands() -> list[str]:
+    """The instructor's commands as the README's hub section writes them, comments cut."""
+    text = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+    block = re.search(r"```bash\n\s*(cd ~/attention-course\n.*?)```", text, re.S)
+    assert block, "the README's hub section lost the instructor's commands"
+    return [line.split("  #")[0].strip() for line in block.group(1).splitlines() if line.strip()]
+
+
+def _as_readme_says(page, room, command: str, seconds: int = 120) -> str:
+    """One of the README's commands, typed into the instructor's terminal after its `cd`; it must succeed."""
+    cd, *_ = readme_commands()
+    typed = in_browser_terminal(page, room.instructor.name, f"{cd} && {command}", seconds)
+    assert typed.status == 0, f"{command!r} in the instructor's terminal:\n{typed.output[-3000:]}"
+    return typed.output
+
+
+def _refused(page, learner, attempts: list[str]) -> None:
+    """Each command, typed into the learner's own terminal, fails and shows nothing it should not."""
+    for attempt in attempts:
+        typed = in_browser_terminal(page, learner.name, f"{attempt} </dev/null 2>/dev/null")
+        assert typed.status != 0, f"a learner's terminal could: {attempt}\n{typed.output[-2000:]}"
+
+
+def _exchange_attempts(room) -> list[str]:
+    root = room.exchange
+    course = root / "attention-course"
+    attempts = [f"mv {course} {root}/hijacked", f"mkdir {root}/mine", f"touch {root}/mine",
+                f"rm -rf {course}", f"mkdir {course}/outbound-x", f"touch {course}/mine"]
+    outbound = course / "outbound"
+    if outbound.exists():
+        attempts += [f"mv {outbound} {course}/gone", f"rm -rf {outbound}", f"touch {outbound}/{UNIT}/mine",
+                     f"mv {outbound}/{UNIT} {outbound}/gone", f"ls {course}/inbound/"]
+    return attempts
+
+
 def test_a_class_releases_submits_grades_and_returns_feedback_through_the_hub(room, capsys):
     started = time.monotonic()
     ann, ben = room.learners
-    room.instructor_runs("-m", "nbgrader", "release_assignment", UNIT)
+    cd, release, collect, grade, feedback, export = readme_commands()
+    assert cd == "cd ~/attention-course" and release == f"nbgrader release_assignment {UNIT}", readme_commands()
     wrong = answers(UNIT)
     wrong[MISTAKE.answer] = MISTAKE.code
     submission = {ann.name: student_notebook(UNIT), ben.name: student_notebook(UNIT, wrong)}
 
     with classroom.running_hub(room) as url, playwright.sync_playwright() as driver:
         browser = driver.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
-        pages = {}
-        for learner in (ann, ben):   # log in, fetch, answer, submit
-            page = pages[learner.name] = _assignment_list(_log_in(browser, url, learner))
+        teacher = _log_in(browser, url, room.instructor)
+        pages = {learner.name: _log_in(browser, url, learner) for learner in (ann, ben)}
+
+        # A learner's own terminal runs the learners' environment: the course, not its clone.
+        where = in_browser_terminal(pages[ben.name], ben.name, "command -v python attention-course && python -c "
+                                    "'import attention_course as a, grader as g; print(a.__file__, g.__file__)'")
+        env = room.state / "env"
+        assert where.status == 0 and where.output.count(str(env)) == 4, where.output
+        # Before the first release: nothing in the exchange's root can be made, moved or deleted.
+        _refused(pages[ben.name], ben, _exchange_attempts(room))
+
+        _as_readme_says(teacher, room, release)
+        for learner in (ann, ben):   # fetch, answer, submit
+            page = pages[learner.name] = _assignment_list(pages[learner.name])
             page.locator("#released_assignments_list .list_item", has_text=UNIT).locator("button",
                                                                                         has_text="Fetch").click()
             submit = page.locator("#fetched_assignments_list .list_item", has_text=UNIT).locator("button",
@@ -87,31 +140,61 @@ def test_a_class_releases_submits_grades_and_returns_feedback_through_the_hub(ro
             submit.click()
             page.locator("#submitted_assignments_list .list_item", has_text=UNIT).wait_for(timeout=60_000)
 
-        # Neither learner can read the other's work nor the instructor's.
+        # From a learner's terminal: neither the answers nor the other's work, nor the exchange.
         inbound = room.exchange / "attention-course" / "inbound"
         [ann_submission] = inbound.glob(f"{ann.name}+{UNIT}+*")
-        for attempt in (["ls", str(inbound)], ["cat", str(room.learner_notebook(ann))],
-                        ["ls", str(room.course)], ["cat", str(room.course / "gradebook.db")],
-                        ["ls", str(ann_submission.with_name(ann_submission.name.rsplit("+", 1)[0] + "+x"))]):
-            seen = ben.run(*attempt, check=False)
-            assert seen.returncode != 0 and seen.stdout == "", (attempt, seen.stdout)
+        clone, course = room.clone, room.course
+        source = f"solutions/{UNIT}/{UNIT}"
+        _refused(pages[ben.name], ben, [
+            f"cat {clone}/{source}.py", f"cat {clone}/{source}.ipynb", f"cat {clone}/solutions-zh/{UNIT}/{UNIT}.ipynb",
+            f"ls {clone}", f"ls {clone}/solutions", f"cat {clone}/translations/zh/{UNIT}.po", f"ls {clone}/.venv",
+            f"cat {course}/{source}.ipynb", f"ls {course}", f"cat {course}/nbgrader_config.py",
+            f"cat {room.learner_notebook(ann)}", f"ls {ann.home}", f"ls {inbound}",
+            f"cat {ann_submission}/{UNIT}.ipynb", f"cat {room.state}/hub/jupyterhub.sqlite",
+            *_exchange_attempts(room)])
+        answer = next(line.strip() for line in (clone / f"{source}.py").read_text().split("### BEGIN SOLUTION")[4]
+                      .splitlines() if line.strip())   # the last exercise's answer, a line no other code has
+        for folder in (env, room.state / "settings"):   # what learners can read holds no answer, no hidden test
+            hidden = in_browser_terminal(pages[ben.name], ben.name, f"grep -rlF {json.dumps(answer)} {folder}; "
+                                         f"grep -rlE 'BEGIN (SOLUTION|HIDDEN TESTS)' --include=*.ipynb {folder}")
+            assert hidden.status == 1 and hidden.output.strip() == "", hidden.output
+        assert (room.exchange / "attention-course" / "outbound" / UNIT).is_dir()   # all still in place
 
-        # The instructor collects, grades as themselves (not root) in the sandbox, releases feedback.
-        room.instructor_runs("-m", "nbgrader", "collect", UNIT)
-        graded = json.loads(room.instructor_runs("-m", "grader", "grade", "submitted", "--course-dir", ".",
-                                                 "--workers", "2", "--json").stdout)
+        # The instructor, in their terminal: collect, grade as themselves (not root) in the sandbox,
+        # release the feedback and export the grades, each as the README writes it.
+        _as_readme_says(teacher, room, collect)
+        _as_readme_says(teacher, room, grade, seconds=600)
+        graded = [json.loads(path.read_text()) for path in (room.course / "grader_results").glob(f"*/{UNIT}.json")]
         scores = {r["student"]: r for r in graded}
         assert scores[ann.name]["score"] == FULL and scores[ben.name]["score"] == FULL - 1
         assert all(r["sandbox"].startswith("bubblewrap: uid 65534 in a user namespace") for r in graded)
-        room.instructor_runs("-m", "nbgrader", "release_feedback", UNIT)
+        _as_readme_says(teacher, room, feedback)
+        _as_readme_says(teacher, room, export)
+        canvas = {row["SIS Login ID"]: row
+                  for row in csv.DictReader(io.StringIO((room.course / "canvas.csv").read_text()))}
+        assert float(canvas[ann.name][UNIT]) == FULL and float(canvas[ben.name][UNIT]) == FULL - 1
+        _refused(pages[ben.name], ben, [f"cat {room.course}/gradebook.db", f"cat {room.course}/canvas.csv",
+                                        f"ls {room.course}/grader_results"])
 
         # Formgrader, opened in a browser tab of its own as nbgrader documents for JupyterHub 4.1+.
-        teacher = _log_in(browser, url, room.instructor)
         teacher.goto(f"{url}/user/{room.instructor.name}/formgrader/manage_submissions/{UNIT}")
         table = teacher.locator("table", has_text=ann.name)
         table.locator("tr", has_text=ben.name).wait_for(timeout=30_000)
         assert f"{FULL} / {FULL}" in table.locator("tr", has_text=ann.name).inner_text()
         assert f"{FULL - 1} / {FULL}" in table.locator("tr", has_text=ben.name).inner_text()
+        # Its Autograde button (plain nbgrader autograde, learner code run as the instructor) is
+        # refused with what to run instead, and leaves the grade and the graded notebook as they were.
+        autograded = room.course / "autograded" / ben.name / UNIT / f"{UNIT}.ipynb"
+        before = autograded.read_bytes()
+        table.locator("tr", has_text=ben.name).locator(".autograde a").click()
+        teacher.locator("#error-modal", has_text="graded in the sandbox").wait_for(timeout=60_000)
+        assert autograded.read_bytes() == before
+        teacher.reload()
+        teacher.locator("table tr", has_text=ben.name).wait_for(timeout=30_000)
+        assert f"{FULL - 1} / {FULL}" in teacher.locator("table tr", has_text=ben.name).inner_text()
+        plain = in_browser_terminal(teacher, room.instructor.name, f"{cd} && nbgrader autograde {UNIT} --force")
+        assert plain.status != 0 and "graded in the sandbox" in plain.output, plain.output[-2000:]
+        assert autograded.read_bytes() == before
 
         for learner in (ann, ben):   # each fetches and opens their own feedback
             page = pages[learner.name]

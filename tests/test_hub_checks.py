@@ -1,0 +1,80 @@
+"""The class hub's checks, before anything is installed or started: `./course hub` as an ordinary
+account, or with a Python other accounts cannot run, stops at once with what to do (it would
+otherwise install for minutes first); the exchange's course folder made by anyone but root or an
+instructor (as a learner could under an exchange writable by all) stops the hub with its owner named.
+
+Needs root (to act as another account); skipped otherwise."""
+from __future__ import annotations
+
+import os
+import pwd
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from grader import course, hub
+
+ROOT = Path(__file__).resolve().parent.parent
+pytestmark = pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0 or not shutil.which("runuser"),
+                                reason="needs root, to act as another account")
+
+
+@pytest.fixture
+def open_folder():
+    """A folder every account can enter (pytest's own are root's alone)."""
+    folder = Path(tempfile.mkdtemp(prefix="course-hub-checks-", dir="/tmp"))
+    folder.chmod(0o755)
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def _course_script(folder: Path) -> Path:
+    """The course's launcher alone in a folder every account can enter."""
+    shutil.copy(ROOT / "course", folder / "course")
+    return folder / "course"
+
+
+def test_an_ordinary_account_is_told_to_run_the_hub_as_root_before_anything_is_installed(open_folder):
+    script = _course_script(open_folder)
+    done = subprocess.run(["runuser", "-u", "nobody", "--", str(script), "hub"], capture_output=True, text=True,
+                          timeout=60, cwd="/")
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "run ./course hub as root" in done.stderr
+    assert not (script.parent / ".venv").exists()
+
+
+def test_a_python_other_accounts_cannot_run_is_named_before_anything_is_installed(open_folder, tmp_path):
+    script = _course_script(open_folder)
+    private = tmp_path / "private"
+    private.mkdir(mode=0o700)
+    (private / "python3").symlink_to(os.path.realpath(sys.executable))
+    done = subprocess.run([str(script), "hub"], capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "PYTHON": str(private / "python3")})
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert f"other accounts cannot run {private / 'python3'}" in done.stderr
+    assert not (script.parent / ".venv").exists()
+
+
+def test_a_course_folder_in_the_exchange_made_by_another_account_stops_the_hub(tmp_path):
+    state = tmp_path / "state"
+    folder = hub.exchange(state) / course.COURSE_ID
+    folder.mkdir(parents=True)
+    nobody = subprocess.run(["id", "-u", "nobody"], capture_output=True, text=True, check=True).stdout.strip()
+    os.chown(folder, int(nobody), -1)
+    with pytest.raises(hub.HubProblem, match="belongs to nobody, who is not an instructor"):
+        hub.prepare_exchange(state)
+    assert folder.is_dir()   # left for the instructor to look at
+
+
+def test_the_exchange_root_is_roots_and_the_course_folder_goes_to_the_first_instructor(tmp_path):
+    state = tmp_path / "state"
+    folder = hub.prepare_exchange(state)
+    teachers = hub.members(hub.INSTRUCTORS)   # another test's class may have one now
+    owner = pwd.getpwnam(teachers[0]).pw_uid if teachers else 0
+    for path, uid in ((hub.exchange(state), 0), (folder, owner)):
+        status = path.stat()
+        assert (status.st_uid, status.st_mode & 0o7777) == (uid, 0o755), path
