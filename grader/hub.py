@@ -144,7 +144,7 @@ def learners_environment(state: Path, source: Path = course.ROOT) -> Path:
         print(f"hub: making the learners' environment {python.parent.parent}: PyTorch, JupyterLab, nbgrader, "
               "JupyterHub and the course (minutes the first time)", flush=True)
         subprocess.run([sys.executable, "-m", "venv", str(python.parent.parent)], check=True)
-        cpu = torch_index.torch_pip_arguments(say=lambda line: print(f"hub: {line}", flush=True))
+        cpu = torch_index.torch_pip_arguments(tell=lambda line: print(f"hub: {line}", flush=True))
         subprocess.run([*pip, "install", *cpu, f"{source}[lab,hub]"], check=True)
     else:
         print("hub: installing the course into the learners' environment, as the clone has it now", flush=True)
