@@ -33,7 +33,7 @@ def test_environment_yml_lists_the_same_packages_as_pyproject():
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     extras = [r for extra in project["optional-dependencies"].values() for r in extra]
     wanted = list(dict.fromkeys(_normalise(project["dependencies"] + extras)))
-    listed = _normalise(_pip_section_of_environment_yml())
+    listed = _normalise([r for r in _pip_section_of_environment_yml() if not r.startswith("-")])
     assert sorted(set(listed)) == sorted(wanted)
     assert len(listed) == len(set(listed)), ("listed twice in environment.yml: "
                                              f"{sorted({r for r in listed if listed.count(r) > 1})}")
@@ -46,6 +46,15 @@ def test_nbformat_imports_without_compiling_grammars():
     loaded = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
     assert loaded.strip() == "[]", (f"importing nbformat loaded {loaded.strip()}: "
                                     "see the jsonschema pin in pyproject.toml")
+
+
+def test_environment_yml_takes_pytorchs_cpu_build_as_the_course_does_without_a_gpu():
+    """conda cannot ask whether a GPU is there: its pip list adds the CPU index that ./course adds
+    on a machine without one, the same address, and no other pip option."""
+    from grader.torch_index import CPU_INDEX
+
+    options = [r for r in _pip_section_of_environment_yml() if r.startswith("-")]
+    assert options == [f"--extra-index-url {CPU_INDEX}"]
 
 
 def test_environment_yml_pins_the_python_the_course_needs():
@@ -72,7 +81,7 @@ def test_every_unit_has_a_source_and_a_student_notebook():
 
 def test_readme_gives_the_learners_install_on_every_system_and_a_hosted_notebook():
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    for words in ("Windows (PowerShell)", "macOS, Linux", "attention-course lab", "A hosted notebook",
+    for words in ("| Windows (PowerShell) |", "| macOS |", "| Linux |", "attention-course lab", "A hosted notebook",
                   "INSTALL_FROM", "attention_course/__init__.py"):
         assert words in readme, words
     from attention_course import INSTALL_FROM
