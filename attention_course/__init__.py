@@ -10,6 +10,9 @@ JupyterLab; `attention-course progress` shows which exercises pass. See the READ
 __version__ = "0.1.0"
 
 # Where a hosted notebook (Colab, a JupyterHub image) installs the course from when it is missing:
-# anything `pip install` accepts, e.g. a wheel's URL. `python -m grader release` writes it into the
-# first code cell of every notebook; change it here when the course is published, then release.
-INSTALL_FROM = "attention-course"
+# "" while the course is not published (the notebook's first cell then says how to install it), or
+# the course's wheel at an https URL pinned by its sha256, which pip checks before installing:
+#   "https://example.org/attention_course-0.1.0-py3-none-any.whl#sha256=<sha256sum of that wheel>"
+# `python -m grader release` writes it into the first code cell of every notebook, and refuses
+# anything else: a package name or an unpinned URL installs whatever someone publishes under it.
+INSTALL_FROM = ""

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import filecmp
 import json
+import re
 import shutil
 import tempfile
 from pathlib import Path
@@ -160,6 +161,80 @@ def same_fixture(stored: Any, fresh: Any, where: str = "", in_tensor: bool = Fal
     return None if stored == fresh else f"{where}: {_short(stored)} vs {_short(fresh)}"
 
 
+# --- the first code cell: the course's package on a hosted notebook ---------------------------------
+
+# Every unit's first code cell, written here once (release puts it into each unit's source). It does
+# nothing where the course is installed and under the grader (nbgrader and the course's grader set
+# NBGRADER_EXECUTION; the grader's sandbox has the course's code but not its installed package). On
+# a hosted notebook without the course it installs only attention_course.INSTALL_FROM, the course's
+# wheel at an https URL pinned by its sha256, which pip checks before it installs anything.
+INSTALL_CELL_SOURCE = """\
+# The self-checks come with the course's package. On a hosted notebook (Colab, a JupyterHub image)
+# that does not have it, this cell installs it; everywhere else, and under the grader, it does nothing.
+import importlib.util
+import os
+import subprocess
+import sys
+
+COURSE_WHEEL = {wheel}  # written by `python -m grader release` from attention_course.INSTALL_FROM
+if importlib.util.find_spec("attention_course") is None and not os.environ.get("NBGRADER_EXECUTION"):
+    if not COURSE_WHEEL:
+        print("The course's package is not installed here: install the course's wheel "
+              "(%pip install attention_course-….whl, see the course's README), then run this cell again")
+    else:
+        print("Installing the course's package; a minute or two, PyTorch is kept if present")
+        pip = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", COURSE_WHEEL],
+                             capture_output=True, text=True)
+        why = (pip.stderr.strip().splitlines() or [""])[-1]
+        if pip.returncode == 0:
+            importlib.invalidate_caches()
+        elif "HASHES" in pip.stderr:
+            print(f"Nothing installed: the wheel at {{COURSE_WHEEL}} is not the course's "
+                  "(its sha256 is not the one the course published)")
+        else:
+            print(f"Nothing installed: the course's wheel could not be fetched from {{COURSE_WHEEL}} "
+                  f"({{why}})")
+"""
+INSTALL_CELL_AT = re.compile(r'(^# %% nbgrader=\{[^\n]*"grade_id": "install_course"[^\n]*\n)(.*?)(?=\n\n# %%)',
+                             re.MULTILINE | re.DOTALL)
+# What a hosted notebook may install: the course's wheel over https, pinned by its sha256.
+WHEEL_URL = re.compile(r"https://[^\s#]+/attention_course-[^\s/#]+\.whl#sha256=[0-9a-f]{64}")
+
+
+def install_from_problem(install_from: str) -> str | None:
+    """Why `install_from` (attention_course.INSTALL_FROM) cannot go into the notebooks, or None.
+    Empty (the course is not published: the cell says how to install it) or the course's wheel
+    at an https URL with its sha256, which pip checks: a name or an unpinned URL would install
+    whatever is published under it."""
+    if install_from == "" or WHEEL_URL.fullmatch(install_from):
+        return None
+    return (f"attention_course.INSTALL_FROM is {install_from!r}: a hosted notebook installs only the course's "
+            "wheel at an https URL pinned by its sha256, e.g. "
+            "'https://example.org/attention_course-0.1.0-py3-none-any.whl#sha256=<the 64 hex digits that "
+            "`sha256sum` prints for the wheel you uploaded>', or nothing: set it to \"\"")
+
+
+def install_cell_problems(path: Path, check: bool) -> list[str]:
+    """Put INSTALL_CELL_SOURCE, with attention_course.INSTALL_FROM, into the unit source `path` as its
+    install_course cell, or with `check` only say where it differs."""
+    from attention_course import INSTALL_FROM
+
+    if problem := install_from_problem(INSTALL_FROM):
+        return [problem]
+    text = path.read_text(encoding="utf-8")
+    if len(INSTALL_CELL_AT.findall(text)) != 1:
+        return [f"{path}: it must have one cell with grade_id install_course (the first code cell, which "
+                "installs the course on a hosted notebook)"]
+    cell = INSTALL_CELL_SOURCE.format(wheel=json.dumps(INSTALL_FROM)).rstrip("\n")
+    fixed = INSTALL_CELL_AT.sub(lambda m: m.group(1) + cell, text)
+    if fixed == text:
+        return []
+    if check:
+        return [f"{path}: its install_course cell is not the one grader/release.py writes "
+                "(with attention_course.INSTALL_FROM): run `python -m grader release`"]
+    path.write_text(fixed, encoding="utf-8")
+    return []
+
 def release(check: bool = False, units: list[str] | None = None) -> list[str]:
     """Regenerate every edition's notebooks and fixtures from solutions/ (and the translation
     catalogues from the English), or with `check` only report what is out of date, untranslated
@@ -168,7 +243,7 @@ def release(check: bool = False, units: list[str] | None = None) -> list[str]:
     units = units or course.units()
     with tempfile.TemporaryDirectory() as tmp:
         for unit in units:
-            problems += source.install_problems(course.source_text(unit), check)
+            problems += install_cell_problems(course.source_text(unit), check)
             try:
                 source_nb = source.unit_notebook(unit)
             except source.SourceError as error:

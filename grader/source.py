@@ -8,8 +8,6 @@ JupyterLab are in pyproject.toml ([tool.jupytext]).
 """
 from __future__ import annotations
 
-import json
-import re
 from pathlib import Path
 
 import nbformat
@@ -70,25 +68,3 @@ def unit_notebook(unit: str) -> nbformat.NotebookNode:
 def notebook_text(path: Path) -> str:
     """The source notebook as nbformat writes it to disk."""
     return nbformat.writes(to_notebook(path)) + "\n"
-
-
-# Each unit's first code cell installs the course's package on a hosted notebook that lacks it,
-# from the one place that says where the course is published: attention_course.INSTALL_FROM.
-INSTALL_LINE = re.compile(r'^(COURSE_PACKAGE = )"[^"\n]*"', re.MULTILINE)
-
-
-def install_problems(path: Path, check: bool) -> list[str]:
-    """Put attention_course.INSTALL_FROM into the install cell of the unit source `path`, or with
-    `check` only say where it differs."""
-    from attention_course import INSTALL_FROM
-
-    text = path.read_text(encoding="utf-8")
-    if len(INSTALL_LINE.findall(text)) != 1:
-        return [f"{path}: its first code cell must set COURSE_PACKAGE once (the cell that installs the course)"]
-    fixed = INSTALL_LINE.sub(lambda m: m.group(1) + json.dumps(INSTALL_FROM), text)
-    if fixed == text:
-        return []
-    if check:
-        return [f"{path}: COURSE_PACKAGE is not attention_course.INSTALL_FROM: run `python -m grader release`"]
-    path.write_text(fixed, encoding="utf-8")
-    return []

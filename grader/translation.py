@@ -540,7 +540,7 @@ LANGUAGE_CELLS = {
 }
 
 
-INSTALL_CELL = "install_course"   # the grade id of each unit's first code cell (see grader/source.py)
+INSTALL_CELL = "install_course"   # the grade id of each unit's first code cell (grader/release.py writes it)
 
 
 def edition(source_nb, language: str, table: dict[str, str]):

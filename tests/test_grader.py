@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import csv
 import json
+import re
 import subprocess
 import sys
 
@@ -173,3 +174,21 @@ def test_autograded_copy_keeps_prose_and_code_but_no_hidden_tests(graded):
     assert "(a.norm() * b.norm())" in text                      # the learner's own code
     assert "HIDDEN TESTS" not in text and "_oracle" not in text and "Spec(" not in text
     assert "Grader: \u2717" in text and "cosine similarity" in text
+
+
+# What the first cell prints when it installs the course, or cannot (grader/release.py, INSTALL_CELL_SOURCE).
+INSTALL_OUTPUT = re.compile(r"<pre>(Installing the course|The course.s package is not installed|Nothing installed|"
+                            r"正在安装课程|这里没有安装课程|没有安装任何东西)")
+
+
+@pytest.mark.parametrize("student", ["honest", "cosine-zh"])
+def test_feedback_does_not_open_with_installing_the_course(graded, student):
+    """The sandbox holds the course's code but not its installed package, so the first cell, which
+    installs the package on a hosted notebook, must stay quiet under the grader (NBGRADER_EXECUTION):
+    no feedback opens with a line about installing it."""
+    root, _ = graded
+    autograded = notebook.read(root / "autograded" / student / UNIT / f"{UNIT}.ipynb")
+    install = next(c for c in autograded.cells if notebook.grade_id(c) == "install_course")
+    assert install.outputs == [], install.outputs
+    report = (root / "feedback" / student / UNIT / f"{UNIT}.html").read_text(encoding="utf-8")
+    assert not INSTALL_OUTPUT.search(report)

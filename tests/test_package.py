@@ -3,12 +3,20 @@ virtual environment outside it, whose launcher copies the notebooks into a worki
 they run top to bottom, with the corpus and the checkpoint taken from the package."""
 from __future__ import annotations
 
+import contextlib
+import functools
+import hashlib
+import http.server
 import json
 import os
+import re
 import shutil
+import socket
 import subprocess
 import sys
 import sysconfig
+import threading
+import zipfile
 from pathlib import Path
 
 import nbformat
@@ -52,8 +60,10 @@ def _environment(folder: Path) -> Path:
     return python
 
 
-def _run(python: Path, *args: str, cwd: Path, timeout: int = 600) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "NBGRADER_EXECUTION", "COURSE_LANG")}
+def _run(python: Path, *args: str, cwd: Path, timeout: int = 600,
+         env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    env = {**{k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "NBGRADER_EXECUTION", "COURSE_LANG")},
+           **(env or {})}
     return subprocess.run([str(python), *args], cwd=cwd, env=env, capture_output=True, text=True,
                           encoding="utf-8", timeout=timeout)
 
@@ -112,21 +122,110 @@ def test_unit_08_runs_on_the_packages_corpus_and_checkpoint(installed, tmp_path)
     assert "entropy floor" in out
 
 
-def test_a_hosted_notebook_installs_the_course_from_its_first_cell(installed, tmp_path):
-    """On a hosted notebook without the course, the first code cell installs it from
-    attention_course.INSTALL_FROM (here: the wheel, as a course published as a wheel would set it),
-    says so in one line, and the self-checks import right after, in the same process."""
-    from grader.source import INSTALL_LINE
-
-    wheel = next(installed.parent.parent.parent.glob("dist/attention_course-*.whl"))
+def _install_cell(wheel_url: str) -> str:
+    """The released notebooks' first code cell, with COURSE_WHEEL set as release writes
+    attention_course.INSTALL_FROM into it (the released one holds "", the course being unpublished)."""
     first = next(c for c in nbformat.read(ROOT / "notebooks" / "01_dot_product" / "01_dot_product.ipynb",
                                           as_version=4).cells if c.cell_type == "code")
-    cell = INSTALL_LINE.sub(lambda m: m.group(1) + json.dumps(str(wheel)), first.source)
+    assert re.search(r'^COURSE_WHEEL = ""', first.source, re.M), first.source
+    return re.sub(r'^COURSE_WHEEL = ""', lambda _: f"COURSE_WHEEL = {json.dumps(wheel_url)}", first.source,
+                  flags=re.M)
+
+
+@contextlib.contextmanager
+def _serving(folder: Path):
+    """An HTTP server on this machine that serves `folder`; yields its address."""
+    class Quiet(http.server.SimpleHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Quiet, directory=str(folder)))
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def _course_wheel(installed: Path) -> Path:
+    return next(installed.parent.parent.parent.glob("dist/attention_course-*.whl"))
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def test_a_hosted_notebook_installs_the_course_from_its_first_cell(installed, tmp_path):
+    """On a hosted notebook without the course, the first code cell installs the course's wheel from
+    attention_course.INSTALL_FROM (its URL with its sha256, served here by a local server), says so
+    in one line, and the self-checks import right after, in the same process."""
+    wheel = _course_wheel(installed)
+    shutil.copy(wheel, tmp_path / wheel.name)
     bare = _environment(tmp_path / "hosted")
-    done = _run(bare, "-c", cell + "\nfrom grader.selfcheck import check\nprint('self-checks ready')", cwd=tmp_path)
+    with _serving(tmp_path) as address:
+        cell = _install_cell(f"{address}/{wheel.name}#sha256={_sha256(wheel)}")
+        done = _run(bare, "-c", cell + "\nfrom grader.selfcheck import check\nprint('self-checks ready')",
+                    cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-3000:]
     lines = done.stdout.splitlines()
     assert len(lines) == 2, lines
     assert lines[0].startswith("Installing the course's package") and lines[1] == "self-checks ready"
     again = _run(bare, "-c", cell, cwd=tmp_path)   # installed now: the cell does nothing
     assert again.returncode == 0 and again.stdout == ""
+
+
+def test_a_hosted_notebook_refuses_a_wheel_that_is_not_the_courses(installed, tmp_path):
+    """Whoever controls the URL cannot make hosted learners run their code: a different wheel under
+    the course's wheel's name and URL fails the sha256 pinned in the cell. pip installs nothing, and
+    the cell says so in one line, with no traceback."""
+    wheel = _course_wheel(installed)
+    served = tmp_path / "served"
+    served.mkdir()
+    with zipfile.ZipFile(served / wheel.name, "w") as other:
+        other.writestr("attention_course/__init__.py", "print('not the course')\n")
+        other.writestr("attention_course-0.1.0.dist-info/METADATA",
+                       "Metadata-Version: 2.1\nName: attention-course\nVersion: 0.1.0\n")
+        other.writestr("attention_course-0.1.0.dist-info/WHEEL",
+                       "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n")
+        other.writestr("attention_course-0.1.0.dist-info/RECORD", "")
+    bare = _environment(tmp_path / "hosted")
+    with _serving(served) as address:
+        url = f"{address}/{wheel.name}#sha256={_sha256(wheel)}"
+        done = _run(bare, "-c", _install_cell(url), cwd=tmp_path)
+    assert done.returncode == 0 and "Traceback" not in done.stdout + done.stderr, done.stderr[-3000:]
+    assert done.stdout.splitlines() == [
+        "Installing the course's package; a minute or two, PyTorch is kept if present",
+        f"Nothing installed: the wheel at {url} is not the course's (its sha256 is not the one the course published)"]
+    found = _run(bare, "-c", "import importlib.util; print(importlib.util.find_spec('attention_course'))",
+                 cwd=tmp_path)
+    assert found.stdout.strip() == "None", found.stdout
+
+
+def test_a_hosted_notebook_says_in_one_line_when_the_wheel_cannot_be_fetched(installed, tmp_path):
+    with socket.socket() as closed:   # a port that nothing listens on once this socket is closed
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+    url = f"http://127.0.0.1:{port}/{_course_wheel(installed).name}#sha256={'0' * 64}"
+    bare = _environment(tmp_path / "hosted")
+    done = _run(bare, "-c", _install_cell(url), cwd=tmp_path, env={"PIP_RETRIES": "0"})
+    assert done.returncode == 0, done.stderr[-3000:]
+    lines = done.stdout.splitlines()
+    assert len(lines) == 2 and lines[1].startswith(f"Nothing installed: the course's wheel could not be fetched "
+                                                   f"from {url} ("), lines
+
+
+def test_an_unpublished_course_says_how_to_install_it_and_the_grader_hears_nothing(tmp_path):
+    """As released (INSTALL_FROM empty), the cell installs nothing: one line says how to install the
+    course. Under nbgrader or the course's grader (NBGRADER_EXECUTION), whose sandbox has the
+    course's code but not its installed package, it prints nothing, so no feedback starts with it."""
+    bare = _environment(tmp_path / "hosted")
+    cell = _install_cell("")
+    done = _run(bare, "-c", cell, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.splitlines() == [
+        "The course's package is not installed here: install the course's wheel "
+        "(%pip install attention_course-….whl, see the course's README), then run this cell again"]
+    graded = _run(bare, "-c", cell, cwd=tmp_path, env={"NBGRADER_EXECUTION": "autograde"})
+    assert graded.returncode == 0 and graded.stdout == "", graded.stdout

@@ -14,7 +14,14 @@ import pytest
 
 from grader import course, notebook
 from grader.compare import EPS32
-from grader.release import FIXTURE_STEPS, call_problems, release, same_fixture
+from grader.release import (
+    FIXTURE_STEPS,
+    call_problems,
+    install_cell_problems,
+    install_from_problem,
+    release,
+    same_fixture,
+)
 from grader.selfcheck import FIXTURES
 
 
@@ -185,3 +192,50 @@ def test_release_rejects_a_call_that_reads_what_the_learners_process_lacks():
                                       "SCALE = 1.0\n\n\ndef call_dot_product(a, b):\n    a = a * SCALE\n", 1)
     problems = call_problems(unit, source_nb)
     assert len(problems) == 1 and "u01_dot_product_check" in problems[0] and "'SCALE'" in problems[0], problems
+
+
+COURSE_WHEEL_URL = "https://example.org/dist/attention_course-0.1.0-py3-none-any.whl#sha256=" + "0123456789abcdef" * 4
+
+
+@pytest.mark.parametrize("install_from", ["", COURSE_WHEEL_URL])
+def test_install_from_is_nothing_or_the_courses_wheel_pinned_by_its_sha256(install_from):
+    assert install_from_problem(install_from) is None
+
+
+@pytest.mark.parametrize("install_from", [
+    "attention-course",                                       # a name on PyPI: whoever registers it
+    COURSE_WHEEL_URL.split("#")[0],                           # the wheel, unpinned
+    COURSE_WHEEL_URL.replace("https://", "http://"),          # pinned, but over plain HTTP
+    COURSE_WHEEL_URL.replace("#sha256=", "#md5="),
+    COURSE_WHEEL_URL[:-1],                                    # 63 hex digits
+    COURSE_WHEEL_URL.upper().replace("HTTPS://", "https://"),  # pip compares the digest as written: lower case
+    COURSE_WHEEL_URL.replace("attention_course-", "other_package-"),
+    "https://example.org/attention_course-0.1.0.tar.gz#sha256=" + "0" * 64,
+])
+def test_release_refuses_an_install_from_that_is_not_the_courses_pinned_wheel(install_from, monkeypatch, tmp_path):
+    """A hosted notebook runs whatever its first cell installs: release writes nothing else into it,
+    and says what to set instead."""
+    import attention_course
+
+    problem = install_from_problem(install_from)
+    assert problem and "https" in problem and "sha256" in problem and repr(install_from) in problem
+    source = tmp_path / "unit.py"
+    source.write_text(course.source_text("01_dot_product").read_text(encoding="utf-8"), encoding="utf-8")
+    before = source.read_text(encoding="utf-8")
+    monkeypatch.setattr(attention_course, "INSTALL_FROM", install_from)
+    assert install_cell_problems(source, check=False) == [problem]
+    assert source.read_text(encoding="utf-8") == before
+
+
+def test_release_writes_the_pinned_wheel_into_the_install_cell(monkeypatch, tmp_path):
+    import attention_course
+
+    source = tmp_path / "unit.py"
+    source.write_text(course.source_text("01_dot_product").read_text(encoding="utf-8"), encoding="utf-8")
+    assert install_cell_problems(source, check=True) == []
+    monkeypatch.setattr(attention_course, "INSTALL_FROM", COURSE_WHEEL_URL)
+    [problem] = install_cell_problems(source, check=True)
+    assert "run `python -m grader release`" in problem
+    assert install_cell_problems(source, check=False) == []
+    assert f'\nCOURSE_WHEEL = "{COURSE_WHEEL_URL}"  # written by' in source.read_text(encoding="utf-8")
+    assert install_cell_problems(source, check=True) == []

@@ -85,8 +85,9 @@ def test_readme_gives_the_learners_install_on_every_system_and_a_hosted_notebook
                   "INSTALL_FROM", "attention_course/__init__.py"):
         assert words in readme, words
     from attention_course import INSTALL_FROM
+    from grader.release import install_from_problem
 
-    assert INSTALL_FROM
+    assert install_from_problem(INSTALL_FROM) is None and "#sha256=" in readme   # how to pin the wheel
 
 
 def test_the_grouped_modules_stay_together_under_xdist(request):

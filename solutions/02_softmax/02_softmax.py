@@ -26,21 +26,35 @@
 #
 # **Run All stops at an unfinished exercise.** Run ▸ Run All Cells stops at the first exercise you
 # have not finished yet, with a red box under its **self-check**. The cells below it wait, plots
-# included, since many of them use your answers. JupyterLab then leaves you at the bottom: scroll up
-# to the first red box. Fix that exercise, then go on with Run ▸ Run Selected Cell and All Below.
+# included, since many of them use your answers. JupyterLab scrolls that red box into view. Fix the
+# exercise, then go on with Run ▸ Run Selected Cell and All Below.
 
 # %% nbgrader={"grade": false, "grade_id": "install_course", "locked": true, "schema_version": 3, "solution": false, "task": false}
 # The self-checks come with the course's package. On a hosted notebook (Colab, a JupyterHub image)
-# that does not have it, this cell installs it; everywhere else it does nothing.
+# that does not have it, this cell installs it; everywhere else, and under the grader, it does nothing.
 import importlib.util
+import os
 import subprocess
 import sys
 
-COURSE_PACKAGE = "attention-course"  # written by `python -m grader release` from attention_course.INSTALL_FROM
-if importlib.util.find_spec("attention_course") is None:
-    print(f"Installing the course's package ({COURSE_PACKAGE}); a minute or two, PyTorch is kept if present")
-    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", COURSE_PACKAGE], check=True)
-    importlib.invalidate_caches()
+COURSE_WHEEL = ""  # written by `python -m grader release` from attention_course.INSTALL_FROM
+if importlib.util.find_spec("attention_course") is None and not os.environ.get("NBGRADER_EXECUTION"):
+    if not COURSE_WHEEL:
+        print("The course's package is not installed here: install the course's wheel "
+              "(%pip install attention_course-….whl, see the course's README), then run this cell again")
+    else:
+        print("Installing the course's package; a minute or two, PyTorch is kept if present")
+        pip = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", COURSE_WHEEL],
+                             capture_output=True, text=True)
+        why = (pip.stderr.strip().splitlines() or [""])[-1]
+        if pip.returncode == 0:
+            importlib.invalidate_caches()
+        elif "HASHES" in pip.stderr:
+            print(f"Nothing installed: the wheel at {COURSE_WHEEL} is not the course's "
+                  "(its sha256 is not the one the course published)")
+        else:
+            print(f"Nothing installed: the course's wheel could not be fetched from {COURSE_WHEEL} "
+                  f"({why})")
 
 # %%
 import matplotlib.pyplot as plt
