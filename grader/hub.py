@@ -168,7 +168,25 @@ def add(name: str, instructor: bool, state: Path) -> Account:
         subprocess.run(["chpasswd"], input=f"{name}:{password}\n", text=True, check=True)
     if instructor:
         course_folder(name, state)
+    else:
+        first_screen(name)
     return Account(name, password, instructor)
+
+
+def first_screen(name: str) -> None:
+    """A learner's JupyterLab opens on the Assignment List the first time, not on an empty
+    Launcher: JupyterLab's default workspace, written where JupyterLab keeps it, unless the
+    learner has one (their own layout is never replaced)."""
+    user = pwd.getpwnam(name)
+    home = Path(user.pw_dir)
+    workspace = home / ".jupyter" / "lab" / "workspaces" / "default-37a8.jupyterlab-workspace"   # the id "default"
+    if workspace.exists():
+        return
+    made = [folder for folder in reversed(workspace.parents) if folder.is_relative_to(home) and not folder.exists()]
+    workspace.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copy(HUB / "learner" / "first-screen.jupyterlab-workspace", workspace)
+    for path in (*made, workspace):
+        os.chown(path, user.pw_uid, user.pw_gid)
 
 
 def course_folder(name: str, state: Path) -> Path:

@@ -64,8 +64,11 @@ def _log_in(browser, url: str, account):
 
 
 def _assignment_list(page):
+    """The Assignment List, opened from the menu and brought up to date (it may have been open
+    since the learner logged in, before the instructor released anything)."""
     page.click(".lm-MenuBar-itemLabel:text-is('Nbgrader')")
     page.click(".lm-Menu-itemLabel:text-is('Assignment List')")
+    page.click("#refresh_assignments_list")
     page.wait_for_selector("#released_assignments_list_loading", state="hidden")
     return page
 
@@ -118,6 +121,8 @@ def test_a_class_releases_submits_grades_and_returns_feedback_through_the_hub(ro
         browser = driver.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
         teacher = _log_in(browser, url, room.instructor)
         pages = {learner.name: _log_in(browser, url, learner) for learner in (ann, ben)}
+        for page in pages.values():   # a learner's first screen: the Assignment List, not an empty Launcher
+            page.locator(".lm-DockPanel-tabBar .lm-TabBar-tab.lm-mod-current", has_text="Assignments").wait_for()
 
         # A learner's own terminal runs the learners' environment: the course, not its clone.
         where = in_browser_terminal(pages[ben.name], ben.name, "command -v python attention-course && python -c "
