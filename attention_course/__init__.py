@@ -1,6 +1,6 @@
 """The attention course for learners: its notebooks, self-checks, corpus and checkpoint, and a launcher.
 
-    pip install "attention-course[lab]"
+    pip install "attention_course-0.1.0-py3-none-any.whl[lab]"   # the course's wheel (see the README)
     attention-course lab            # or: python -m attention_course lab
     attention-course lab zh         # 中文版
 

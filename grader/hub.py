@@ -7,8 +7,8 @@ What learners can reach holds no answers. The clone of the course (solutions/, t
 notebooks with their hidden tests, the translations, .git) is the instructors': `hub` gives it
 to the group attention-instructors, mode 750. Learners' servers run STATE/env instead, a virtual
 environment readable by all with a non-editable install of the learner's package (the student
-notebooks, the self-checks, the corpus: what `pip install attention-course[lab]` gives a
-learner) and JupyterHub; `hub` makes it on its first start and installs the course into it
+notebooks, the self-checks, the corpus: what a learner installs from the course's wheel) and
+JupyterHub; `hub` makes it on its first start and installs the course into it
 again, as the clone has it, at every start. Instructors' servers run the clone's own Python.
 The servers' Jupyter settings are copied into STATE/settings, readable by all.
 
