@@ -99,7 +99,10 @@ def record(result: NotebookResult, db_url: str, timestamp=None) -> None:
         # nbgrader's update_or_create_submission adds a submission the way SQLAlchemy 2 warns
         # about (three SAWarnings per notebook, in every instructor's terminal); it is stored all the same
         warnings.filterwarnings("ignore", message="Object of type <Submitted", module="nbgrader")
-        gb.update_or_create_student(result.student)
+        student = gb.update_or_create_student(result.student)
+        if student.first_name is None and student.last_name is None:   # Formgrader would show "None, None"
+            for key, value in account_names(result.student).items():
+                setattr(student, key, value)
         gb.update_or_create_submission(result.unit, result.student,
                                        **({"timestamp": timestamp} if timestamp else {}))
         for exercise in result.exercises:
@@ -108,6 +111,20 @@ def record(result: NotebookResult, db_url: str, timestamp=None) -> None:
             # as nbgrader's autograde does: a manual score given before asks for a look again
             grade.needs_manual_grade = grade.manual_score is not None
         gb.db.commit()
+
+
+def account_names(student: str) -> dict[str, str]:
+    """A student's first and last name for the gradebook (Formgrader shows "last, first"): from
+    the full name of the Unix account of that name where it has one (`chfn -f "Ann Lee" ann`), as
+    on the class hub; otherwise the student's id as the last name."""
+    try:
+        import pwd
+
+        full = pwd.getpwnam(student).pw_gecos.split(",")[0].strip()
+    except (ImportError, KeyError):
+        full = ""
+    first, _, last = full.rpartition(" ")
+    return {"first_name": first, "last_name": last or student}
 
 
 def scores(db_url: str, unit: str) -> dict[str, float]:

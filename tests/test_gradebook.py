@@ -84,6 +84,23 @@ def _shard(db_url: str, course_root: str, students: list[str]) -> None:
         gradebook.record(result(student, [1, n % 2, 1, 2]), db_url)
 
 
+def test_a_new_student_gets_a_name_formgrader_can_show_and_a_roster_name_is_kept(tmp_path):
+    """Formgrader lists students as "last, first": "None, None" for one nobody named. A student
+    the grader adds gets their account's full name where the machine has the account (the hub's
+    case: tests/test_hub.py), else their id as the last name; names an instructor gave are kept."""
+    from nbgrader.api import Gradebook
+
+    db_url = f"sqlite:///{tmp_path / 'gradebook.db'}"
+    gradebook.register_units([UNIT], tmp_path / "course", db_url)
+    with Gradebook(db_url, course.COURSE_ID) as gb:   # as nbgrader db student import adds a roster
+        gb.update_or_create_student("ann", first_name="Ann", last_name="Lee")
+    for student in ("ann", "no-such-account-x9"):
+        gradebook.record(result(student, [1, 1, 1, 2]), db_url)
+    with Gradebook(db_url, course.COURSE_ID) as gb:
+        names = {s.id: (s.first_name, s.last_name) for s in gb.students}
+    assert names == {"ann": ("Ann", "Lee"), "no-such-account-x9": ("", "no-such-account-x9")}
+
+
 def test_several_processes_at_once_lose_nothing(db_url, tmp_path):
     """Four processes start on an empty gradebook at once, each registers the unit (only one
     may create the tables and cells) and records five students; every grade lands, intact."""

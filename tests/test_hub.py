@@ -19,6 +19,7 @@ import io
 import json
 import re
 import shutil
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -117,6 +118,8 @@ def test_a_class_releases_submits_grades_and_returns_feedback_through_the_hub(ro
     wrong[MISTAKE.answer] = MISTAKE.code
     submission = {ann.name: student_notebook(UNIT), ben.name: student_notebook(UNIT, wrong)}
 
+    subprocess.run(["usermod", "--comment", "Ann Example", ann.name], check=True)   # a full name, as chfn gives
+
     with classroom.running_hub(room) as url, playwright.sync_playwright() as driver:
         browser = driver.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
         teacher = _log_in(browser, url, room.instructor)
@@ -185,6 +188,9 @@ def test_a_class_releases_submits_grades_and_returns_feedback_through_the_hub(ro
         teacher.goto(f"{url}/user/{room.instructor.name}/formgrader/manage_submissions/{UNIT}")
         table = teacher.locator("table", has_text=ann.name)
         table.locator("tr", has_text=ben.name).wait_for(timeout=30_000)
+        # Each student by name (an account's full name, else its id), never "None, None".
+        assert "Example, Ann" in table.locator("tr", has_text=ann.name).inner_text()
+        assert "None" not in table.locator("tr", has_text=ben.name).inner_text()
         assert f"{FULL} / {FULL}" in table.locator("tr", has_text=ann.name).inner_text()
         assert f"{FULL - 1} / {FULL}" in table.locator("tr", has_text=ben.name).inner_text()
         # Its Autograde button (plain nbgrader autograde, learner code run as the instructor) is
