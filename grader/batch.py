@@ -3,7 +3,9 @@ moment it is graded, an interrupted batch resumed where it stopped, then CSV and
 
 Each graded notebook leaves grader_results/<student>/<unit>.json (written last, after the
 gradebook and the feedback): a later run skips every notebook whose stored result matches the
-submitted file's checksum, unless asked to grade again.
+submitted file's checksum, unless asked to grade again. A notebook the machine failed to run
+(its result's `regrade`) got no score, no gradebook entry and no feedback: a later run grades
+it again.
 """
 from __future__ import annotations
 
@@ -35,7 +37,7 @@ def grade_folder(folder: Path, course_root: Path, settings: Settings, shard: tup
         stored = _stored(course_root, item)
         if not regrade and stored.exists():
             previous = NotebookResult.from_json(json.loads(stored.read_text(encoding="utf-8")))
-            if previous.checksum and previous.checksum == checksum(item.path):
+            if previous.checksum and previous.checksum == checksum(item.path) and not previous.regrade:
                 results[item] = previous
                 continue
         todo.append(item)
@@ -55,7 +57,8 @@ def grade_folder(folder: Path, course_root: Path, settings: Settings, shard: tup
 
 
 def table(results: list[NotebookResult]) -> str:
-    """A plain-text table: one row per student, one column per unit, then the problems found."""
+    """A plain-text table: one row per student, one column per unit ("regrade" where the machine
+    failed to run the notebook), then the problems found, then how many are left to grade again."""
     units = sorted({r.unit or "?" for r in results})
     students = sorted({r.student or "?" for r in results})
     by_cell = {(r.student or "?", r.unit or "?"): r for r in results}
@@ -66,8 +69,12 @@ def table(results: list[NotebookResult]) -> str:
         row = student.ljust(width)
         for unit in units:
             r = by_cell.get((student, unit))
-            row += f"  {(f'{r.score:g}/{r.max_score:g}' if r else '-'):>16}"
+            row += f"  {('-' if not r else 'regrade' if r.regrade else f'{r.score:g}/{r.max_score:g}'):>16}"
             if r and r.problems():
                 notes.append(f"{student} / {unit}: " + "; ".join(r.problems()))
         lines.append(row)
+    left = sum(1 for r in results if r.regrade)
+    if left:
+        notes.append(f"{left} notebook(s) not graded because the machine failed (no score, nothing in the "
+                     "gradebook): the same command grades them again")
     return "\n".join(lines + ([""] + notes if notes else []))

@@ -83,7 +83,10 @@ def _grade(args) -> int:
 
 
 def _summary(result) -> str:
-    lines = [f"{result.notebook} ({result.unit}): {result.score:g}/{result.max_score:g}"]
+    lines = [f"{result.notebook} ({result.unit}): "
+             + ("not graded" if result.regrade else f"{result.score:g}/{result.max_score:g}")]
+    if result.regrade:
+        lines.append(f"  {result.regrade}")
     if result.error:
         lines.append(f"  error: {result.error}")
     lines += [f"  note: {flag}" for flag in result.flags]

@@ -13,6 +13,7 @@ import copy
 import functools
 import hashlib
 import tempfile
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -65,7 +66,12 @@ def grade_notebook(path: Path, unit: str | None = None, limits: Limits | None = 
                    stopwatch: Stopwatch | None = None) -> NotebookResult:
     """Grade one notebook; never raises for a bad submission (the reason goes in `error`).
     `limits` default to grader.settings.load()'s. With `autograded`, also write the notebook as
-    it ran, with the verdicts, to that path. `stopwatch` records the time of each step."""
+    it ran, with the verdicts, to that path. `stopwatch` records the time of each step.
+
+    A sandbox that fails before the notebook's first cell runs (its kernel could not start: the
+    machine's fault, never the learner's) is started again, `limits.startup_tries` times in all,
+    a little later each time; if it never gets that far, the result has no score but a reason
+    in `regrade`."""
     path = Path(path)
     watch = stopwatch or Stopwatch()
     limits = limits or settings.load().limits
@@ -76,31 +82,62 @@ def grade_notebook(path: Path, unit: str | None = None, limits: Limits | None = 
         result.flags += check.repairs
         result.error = check.rejection
         return result
-    with i18n.language(i18n.for_edition(check.language)), \
-            tempfile.TemporaryDirectory(prefix="grade-", ignore_cleanup_errors=True) as tmp:
-        with watch.step("sandbox start"):
-            box = sandbox.Sandbox(Path(tmp), limits, warm=warm_modules(check.unit, check.language))
-        with box:
-            with watch.step("inputs of the hidden checks"):
+    failures = []
+    with i18n.language(i18n.for_edition(check.language)):
+        for attempt in range(max(1, limits.startup_tries)):
+            if attempt:
+                time.sleep(RETRY_PAUSE_SECONDS * attempt)   # a moment for the machine to calm down
+            with tempfile.TemporaryDirectory(prefix="grade-", ignore_cleanup_errors=True) as tmp:
                 result = blank_result(path, check.unit, student)
                 result.flags += check.repairs
                 result.language = check.language
-                to_run, jobs = _build(check.notebook, check.unit, check.language, Path(tmp))
-            with watch.step("sandbox run"):
-                outcome = box.run(to_run)
-        result.seconds, watch.sandbox = outcome.seconds, outcome.timing
-        if outcome.executed is None:
-            result.error = outcome.problem or "the notebook could not be run"
-            return result
-        if outcome.problem:
-            result.flags.append(outcome.problem)
-        with watch.step("judging"):
-            for exercise in result.exercises:
-                exercise.grade(*_judge(exercise.grade_id, check.unit, check.language, jobs, outcome))
-        if autograded is not None:
-            with watch.step("autograded copy"):
-                write_autograded(result, outcome.executed, autograded)
+                outcome, jobs = _run(check, limits, Path(tmp), watch)
+                if outcome.started:
+                    _verdicts(result, check, outcome, jobs, autograded, watch)
+                    if failures:   # for the instructor: the machine is short of something
+                        result.flags.append(f"graded at try {attempt + 1}: before, the machine failed before "
+                                            f"the notebook's first cell ran ({failures[-1]})")
+                    return result
+            failures.append(outcome.problem)
+    result.regrade = (f"not graded: the machine failed before the notebook's first cell ran, "
+                      f"{len(failures)} time(s); grade it again. Last: {failures[-1]}")
     return result
+
+
+RETRY_PAUSE_SECONDS = 2.0   # before the second start of a sandbox; twice that before the third
+
+
+def _run(check: preflight.Preflight, limits: Limits, workdir: Path, watch: Stopwatch):
+    """Start a sandbox, make the hidden checks' inputs meanwhile, and run the notebook in it:
+    the sandbox's outcome and the checks' jobs."""
+    with watch.step("sandbox start"):
+        try:
+            box = sandbox.Sandbox(workdir, limits, warm=warm_modules(check.unit, check.language))
+        except OSError as exc:   # e.g. no process could be made: the machine is full
+            return sandbox.Outcome(None, f"the sandbox could not be started: {exc}", 0.0, started=False), {}
+    with box:
+        with watch.step("inputs of the hidden checks"):
+            to_run, jobs = _build(check.notebook, check.unit, check.language, workdir)
+        with watch.step("sandbox run"):
+            outcome = box.run(to_run)
+    return outcome, jobs
+
+
+def _verdicts(result: NotebookResult, check: preflight.Preflight, outcome: sandbox.Outcome, jobs,
+              autograded: Path | None, watch: Stopwatch) -> None:
+    """The exercises' verdicts from what ran; with `autograded`, the notebook as it ran, to that path."""
+    result.seconds, watch.sandbox = outcome.seconds, outcome.timing
+    if outcome.executed is None:
+        result.error = outcome.problem or "the notebook could not be run"
+        return
+    if outcome.problem:
+        result.flags.append(outcome.problem)
+    with watch.step("judging"):
+        for exercise in result.exercises:
+            exercise.grade(*_judge(exercise.grade_id, check.unit, check.language, jobs, outcome))
+    if autograded is not None:
+        with watch.step("autograded copy"):
+            write_autograded(result, outcome.executed, autograded)
 
 
 @functools.cache

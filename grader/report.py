@@ -1,7 +1,9 @@
 """A class report an instructor opens in a browser: one self-contained HTML file.
 
 Per unit: the histogram of total scores, the pass rate of each exercise and the named mistakes
-most often made; then every submission that was flagged or could not be graded, with why.
+most often made; then every submission that was flagged or could not be graded, with why. A
+notebook the machine failed to run (`regrade`) has no score: it counts in no chart, only in
+that list.
 """
 from __future__ import annotations
 
@@ -23,7 +25,7 @@ def pass_rates(results: list[NotebookResult]) -> dict[str, dict[str, float]]:
     """{unit: {grade_id: share of graded notebooks that passed it}}."""
     passed: dict[str, dict[str, list[bool]]] = defaultdict(lambda: defaultdict(list))
     for result in results:
-        if result.unit:
+        if result.unit and not result.regrade:
             for exercise in result.exercises:
                 passed[result.unit][exercise.grade_id].append(exercise.passed)
     return {unit: {gid: sum(v) / len(v) for gid, v in ex.items()} for unit, ex in sorted(passed.items())}
@@ -31,16 +33,20 @@ def pass_rates(results: list[NotebookResult]) -> dict[str, dict[str, float]]:
 
 def mistakes(results: list[NotebookResult]) -> Counter:
     """How many notebooks made each named mistake: {(exercise label, message): count}."""
-    return Counter((_label(e.names, e.grade_id), e.mistake) for r in results for e in r.exercises if e.mistake)
+    return Counter((_label(e.names, e.grade_id), e.mistake) for r in results if not r.regrade
+                   for e in r.exercises if e.mistake)
 
 
 def write_report(results: list[NotebookResult], path: Path, title: str = "Class report") -> None:
     students = len({r.student for r in results})
+    left = sum(1 for r in results if r.regrade)
+    waiting = (f" {left} of them not graded yet: the machine failed to run them; grading the class again "
+               "grades them." if left else "")
     parts = [f"<!doctype html><meta charset='utf-8'><title>{html.escape(title)}</title><style>{STYLE}</style>",
-             f"<h1>{html.escape(title)}</h1><p>{len(results)} notebooks from {students} students.</p>"]
+             f"<h1>{html.escape(title)}</h1><p>{len(results)} notebooks from {students} students.{waiting}</p>"]
     by_unit: dict[str, list[NotebookResult]] = defaultdict(list)
     for result in results:
-        if result.unit:
+        if result.unit and not result.regrade:
             by_unit[result.unit].append(result)
     parts += [_unit_section(unit, by_unit[unit]) for unit in sorted(by_unit)]
     parts.append(_problems_section(results))
@@ -73,11 +79,15 @@ def _problems_section(results: list[NotebookResult]) -> str:
     if not flagged:
         return "<h2>Flagged or failed submissions</h2><p>none</p>"
     rows = "".join(f"<tr><td>{html.escape(r.student or '?')}</td><td>{html.escape(r.unit or '?')}</td>"
-                   f"<td>{html.escape(Path(r.notebook).name)}</td><td>{'failed' if r.error else 'flagged'}</td>"
+                   f"<td>{html.escape(Path(r.notebook).name)}</td><td>{_status(r)}</td>"
                    f"<td><ul>{''.join(f'<li>{html.escape(p)}</li>' for p in r.problems())}</ul></td></tr>"
                    for r in sorted(flagged, key=lambda r: (r.student or "", r.unit or "")))
     return ("<h2>Flagged or failed submissions</h2><table><tr><th>student</th><th>unit</th><th>file</th>"
             f"<th></th><th>reasons</th></tr>{rows}</table>")
+
+
+def _status(result: NotebookResult) -> str:
+    return "to grade again" if result.regrade else "failed" if result.error else "flagged"
 
 
 def _figure(width: float, height: float):

@@ -33,6 +33,10 @@ class NotebookResult:
     exercises: list[ExerciseResult] = field(default_factory=list)
     flags: list[str] = field(default_factory=list)   # repaired problems and faults, graded anyway
     error: str | None = None                         # why it was rejected or could not be run at all
+    regrade: str | None = None                       # why it has no score yet: the machine failed before
+    #                                                  its first cell ran (not the learner's doing); the
+    #                                                  gradebook and feedback are left alone, and the next
+    #                                                  run grades it again
     sandbox: str = ""                                # how learner code was confined
     seconds: float = 0.0
     checksum: str = ""                               # sha256 of the submitted file, for --resume
@@ -50,8 +54,8 @@ class NotebookResult:
         return next(e for e in self.exercises if e.grade_id == grade_id)
 
     def problems(self) -> list[str]:
-        """The rejection reason and the flags, for tables and reports."""
-        return ([self.error] if self.error else []) + self.flags
+        """The reason it was not graded or was rejected, and the flags, for tables and reports."""
+        return [reason for reason in (self.regrade, self.error) if reason] + self.flags
 
     def to_json(self) -> dict[str, Any]:
         return {**asdict(self), "score": self.score, "max_score": self.max_score}

@@ -1,6 +1,6 @@
 """Inside the sandbox: start a kernel, then run the grader's notebook in it cell by cell.
 
-    python -m grader.runner SRC OUT CELL_SECONDS STARTUP_SECONDS OUTPUT_BYTES WARM
+    python -m grader.runner SRC OUT CELL_SECONDS STARTUP_SECONDS OUTPUT_BYTES WARM PROCESSES
 
 `grader.sandbox` starts this in bubblewrap before the notebook is ready. The kernel is launched
 first thing, so that it boots while this process imports the rest of what it needs; then the
@@ -8,6 +8,12 @@ kernel imports the modules in WARM (the ones the notebook will import), and this
 for the grader to put the notebook at SRC. It saves the executed notebook to OUT after every
 cell, so whatever happens (an endless loop, a crash, `os._exit`, running out of memory) the
 cells that finished keep their outputs, and records in timing.json where the time went.
+
+When anything fails before the notebook's first cell runs (the kernel cannot start, dies
+before it answers or while it imports WARM, the notebook never arrives), no learner code has
+run: the runner prints why on one line and exits with STARTUP_FAILED, and the grader tries
+again rather than blame the notebook. PROCESSES, unless 0, is the process limit this runner
+sets on itself first (see grader.sandbox).
 
 Only the standard library and jupyter_client are imported before the kernel is launched.
 """
@@ -17,10 +23,13 @@ import argparse
 import contextlib
 import json
 import os
+import resource
 import time
 from pathlib import Path
 
 from .i18n import say
+
+STARTUP_FAILED = 75   # EX_TEMPFAIL: the sandbox failed before any learner code ran; try again
 
 
 def capped_notice(output_bytes: int) -> str:
@@ -28,7 +37,28 @@ def capped_notice(output_bytes: int) -> str:
     return "\n" + kept + "\n"
 
 
-def run(src: str, out: str, cell_seconds: int, startup_seconds: int, output_bytes: int, warm: list[str]) -> int:
+def run(src: str, out: str, cell_seconds: int, startup_seconds: int, output_bytes: int, warm: list[str],
+        processes: int = 0) -> int:
+    try:
+        client, kernel, marks = _start(src, cell_seconds, startup_seconds, output_bytes, warm, processes)
+    except Exception as exc:   # nothing of the learner's has run: the grader tries again
+        print(f"{type(exc).__name__}: {exc}".strip(), flush=True)
+        return STARTUP_FAILED
+    _execute(client, kernel, marks, out)
+    return 0
+
+
+class StartupError(Exception):
+    """The sandbox could not get ready for the notebook."""
+
+
+def _start(src: str, cell_seconds: int, startup_seconds: int, output_bytes: int, warm: list[str], processes: int):
+    """A kernel that answers and has imported WARM, and the notebook at SRC read into a client:
+    everything up to the notebook's first cell."""
+    if processes:   # never above the limit it has (only root may raise one)
+        _, hard = resource.getrlimit(resource.RLIMIT_NPROC)
+        cap = processes if hard == resource.RLIM_INFINITY else min(processes, hard)
+        resource.setrlimit(resource.RLIMIT_NPROC, (cap, cap))
     marks: dict = {}
     from jupyter_client.manager import AsyncKernelManager  # the kind nbclient makes for itself
     from jupyter_core.utils import run_sync
@@ -38,7 +68,6 @@ def run(src: str, out: str, cell_seconds: int, startup_seconds: int, output_byte
 
     import nbformat
     from nbclient import NotebookClient
-    from nbclient.exceptions import DeadKernelError
 
     class CappedClient(NotebookClient):
         """Keeps at most `output_bytes` of output per cell, then one notice; errors are always
@@ -75,45 +104,66 @@ def run(src: str, out: str, cell_seconds: int, startup_seconds: int, output_byte
                                             "evalue": say("the cell ran longer than {seconds} s", seconds=cell_seconds),
                                             "traceback": []},
                           resources={"metadata": {"path": str(Path(src).parent)}})
-    cells = []
-    with client.setup_kernel():
-        kernel = km.provisioner.pid
-        marks["kernel"], marks["kernel_start_cpu"] = time.time(), _cpu_seconds(kernel)
-        if warm:  # imports that bind no name: the learner's namespace stays a fresh kernel's
-            warming = client.kc.execute(f"for _m in {warm!r}:\n    try:\n        __import__(_m)\n"
-                                        "    except Exception:\n        pass\ndel _m", silent=True, store_history=False)
-            with contextlib.suppress(Exception):   # a slow import only means a slower first cell
-                client.wait_for_reply(warming)
-        marks["warm"], marks["kernel_warm_cpu"] = time.time(), _cpu_seconds(kernel)
-        deadline = time.monotonic() + startup_seconds
-        while not Path(src).exists():
-            if time.monotonic() > deadline:
-                return 1
-            time.sleep(0.005)
-        marks["notebook"] = time.time()
-        nb = client.nb = nbformat.read(src, as_version=4)
-        _save(nb, out)  # a notebook killed in its first cell still comes back, unrun
-        for index, cell in enumerate(nb.cells):
-            if cell.cell_type != "code":
-                continue
-            start, cpu = time.monotonic(), _cpu_seconds(kernel)
-            try:
-                client.execute_cell(cell, index)
-            except DeadKernelError:
-                Path(out).with_name("stopped.txt").write_text(
-                    "the kernel died (a crash, running out of memory, or an exit call)")
-                break
-            finally:
-                _save(nb, out)
-                role = cell.metadata.get("grader", {})
-                cells.append(("calls" if "calls" in role else "self-check" if "visible" in role else "cell",
-                              time.monotonic() - start, _cpu_seconds(kernel) - cpu))
-        _save(nb, out)
-        marks["ended"], marks["runner_cpu"] = time.time(), time.process_time()
-        Path(out).with_name("timing.json").write_text(json.dumps({**marks, "cells": cells}))
-        # Everything is saved. The sandbox ends with this process, and the kernel with it: skip
-        # shutting the kernel down and tearing the interpreter down (a fifth of a second).
-        os._exit(0)
+    alive = run_sync(km.is_alive)
+    try:
+        client.start_new_kernel_client()   # waits for the kernel's first answer (kernel_info)
+    except RuntimeError as exc:   # "Kernel died before replying to kernel_info", "didn't respond in 120 seconds"
+        raise StartupError(f"{exc} ({_exit_status(km)})") from exc
+    kernel = km.provisioner.pid
+    marks["kernel"], marks["kernel_start_cpu"] = time.time(), _cpu_seconds(kernel)
+    if warm:  # imports that bind no name: the learner's namespace stays a fresh kernel's
+        warming = client.kc.execute(f"for _m in {warm!r}:\n    try:\n        __import__(_m)\n"
+                                    "    except Exception:\n        pass\ndel _m", silent=True, store_history=False)
+        with contextlib.suppress(Exception):   # a slow import only means a slower first cell
+            client.wait_for_reply(warming)
+    marks["warm"], marks["kernel_warm_cpu"] = time.time(), _cpu_seconds(kernel)
+    deadline = time.monotonic() + startup_seconds
+    while not Path(src).exists():
+        if time.monotonic() > deadline:
+            raise StartupError(f"the notebook did not arrive within {startup_seconds} s")
+        time.sleep(0.005)
+    if not alive():
+        raise StartupError(f"the kernel died before the notebook's first cell ({_exit_status(km)})")
+    marks["notebook"] = time.time()
+    client.nb = nbformat.read(src, as_version=4)
+    return client, kernel, marks
+
+
+def _execute(client, kernel: int, marks: dict, out: str) -> None:
+    """Run the notebook's cells one by one, saving it after each; never returns."""
+    from nbclient.exceptions import DeadKernelError
+
+    nb, cells = client.nb, []
+    _save(nb, out)  # a notebook killed in its first cell still comes back, unrun
+    for index, cell in enumerate(nb.cells):
+        if cell.cell_type != "code":
+            continue
+        start, cpu = time.monotonic(), _cpu_seconds(kernel)
+        try:
+            client.execute_cell(cell, index)
+        except DeadKernelError:
+            Path(out).with_name("stopped.txt").write_text(
+                "the kernel died (a crash, running out of memory, or an exit call)")
+            break
+        finally:
+            _save(nb, out)
+            role = cell.metadata.get("grader", {})
+            cells.append(("calls" if "calls" in role else "self-check" if "visible" in role else "cell",
+                          time.monotonic() - start, _cpu_seconds(kernel) - cpu))
+    _save(nb, out)
+    marks["ended"], marks["runner_cpu"] = time.time(), time.process_time()
+    Path(out).with_name("timing.json").write_text(json.dumps({**marks, "cells": cells}))
+    # Everything is saved. The sandbox ends with this process, and the kernel with it: skip
+    # shutting the kernel down and tearing the interpreter down (a fifth of a second).
+    os._exit(0)
+
+
+def _exit_status(km) -> str:
+    """How the kernel ended, for the grader's log: "exit status -6" is a SIGABRT (zmq aborts so
+    when it cannot start a thread)."""
+    process = getattr(km.provisioner, "process", None)
+    status = process.poll() if process is not None else None
+    return "the kernel is still running" if status is None else f"the kernel's exit status: {status}"
 
 
 def _save(nb, out: str) -> None:
@@ -143,6 +193,7 @@ if __name__ == "__main__":
     parser.add_argument("startup_seconds", type=int)
     parser.add_argument("output_bytes", type=int)
     parser.add_argument("warm", help="modules to import in the kernel before the notebook arrives, comma-separated")
+    parser.add_argument("processes", type=int, help="the process limit to set first (0: as inherited)")
     ns = parser.parse_args()
     raise SystemExit(run(ns.src, ns.out, ns.cell_seconds, ns.startup_seconds, ns.output_bytes,
-                         [m for m in ns.warm.split(",") if m]))
+                         [m for m in ns.warm.split(",") if m], ns.processes))

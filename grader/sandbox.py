@@ -18,7 +18,8 @@ namespaces (Ubuntu's AppArmor restriction, Debian's sysctl), it also says how to
 
 The runner (`grader.runner`) saves the executed notebook after every cell, so whatever happens
 (an endless loop, a crash, `os._exit`, running out of memory) the cells that finished keep
-their outputs.
+their outputs. A sandbox that fails before the notebook's first cell (its kernel could not
+start: the machine's fault, no learner code ran) says so in `Outcome.started`.
 """
 from __future__ import annotations
 
@@ -41,7 +42,7 @@ import nbformat
 
 from . import i18n
 from .i18n import say
-from .runner import capped_notice
+from .runner import STARTUP_FAILED, capped_notice
 from .settings import Limits, MiB
 
 NOBODY = 65534
@@ -55,6 +56,8 @@ class Outcome:
     problem: str | None     # why it stopped early, if it did
     seconds: float
     timing: Timing | None = None
+    started: bool = True    # False: it stopped before the notebook's first cell, so no learner code
+    #                         ran and `problem` is the machine's (the kernel could not start)
 
 
 @dataclass(frozen=True)
@@ -190,6 +193,18 @@ def _parents(path: Path, made: set[Path]) -> list[str]:
     return args
 
 
+@functools.cache
+def _processes_counted_per_namespace() -> bool:
+    """Whether this Linux counts RLIMIT_NPROC per user namespace (5.14 and later): then a limit
+    set inside bubblewrap's user namespace counts the sandbox's own processes only. Before, it
+    counts every process of the user, the instructor's own included."""
+    try:
+        major, minor = (int(part) for part in os.uname().release.split(".")[:2])
+    except ValueError:
+        return False
+    return (major, minor) >= (5, 14)
+
+
 def _limits(limits: Limits, processes: int | None) -> None:
     """Applied in the child before it starts: bubblewrap, the runner and the kernel inherit them."""
     os.setsid()
@@ -318,13 +333,19 @@ class Sandbox:
             shutil.copyfile(fonts, matplotlib / fonts.name)
         jail = confinement()
         prefix, suffix = list(jail.command), []
-        self.uid = None
+        self.uid, inside = None, 0
         if jail.drops_user:
             self.uid = sandbox_uid()
             for path in (self.workdir, shm, matplotlib, *matplotlib.iterdir()):
                 os.chown(path, self.uid, self.uid)
             suffix = _drop_to(self.uid)
             processes = limits.processes
+        elif jail.command and _processes_counted_per_namespace():
+            # The runner sets the limit inside the user namespace: it then counts this sandbox's
+            # processes alone. Set here, it would count all the instructor's processes against
+            # a number fixed now, and a kernel starting while another notebook or the instructor's
+            # own programs take more would die before it answers.
+            processes, inside = None, limits.processes
         elif jail.command:
             processes = _own_tasks() + limits.processes   # the count includes the instructor's own
         else:
@@ -335,7 +356,8 @@ class Sandbox:
                              "--bind", str(shm), "/dev/shm", "--chdir", str(self.workdir)]
         command = prefix + suffix + [sys.executable, "-m", "grader.runner", str(self.src),
                                      str(self.workdir / "executed.ipynb"), str(limits.cell_seconds),
-                                     str(limits.startup_seconds), str(limits.output_bytes), ",".join(warm)]
+                                     str(limits.startup_seconds), str(limits.output_bytes), ",".join(warm),
+                                     str(inside)]
         self.started = time.time()
         self.proc = subprocess.Popen(command, cwd=self.workdir, env=_environment(self.workdir),
                                      stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
@@ -344,7 +366,13 @@ class Sandbox:
 
     def run(self, notebook) -> Outcome:
         """Hand `notebook` to the waiting runner and watch it until it ends or breaks a limit.
-        Every file the grader wrote into the scratch folder is there before any learner code runs."""
+        Every file the grader wrote into the scratch folder is there before any learner code runs.
+        A runner that ended before it got the notebook, or says that it failed before the
+        notebook's first cell, gives an outcome that is not `started`."""
+        if self.proc.poll() is not None:   # it never saw the notebook
+            _stop(self.proc)
+            self.log.join(timeout=5)
+            return Outcome(None, self._startup_failure(), 0.0, started=False)
         part = self.src.with_suffix(".part")
         nbformat.write(notebook, part)
         if self.uid is not None:
@@ -353,6 +381,8 @@ class Sandbox:
         os.replace(part, self.src)   # the runner waits for this name: the notebook arrives whole
         start = time.monotonic()
         problem = _watch(self.proc, self.log, self.workdir, self.limits, start)
+        if self.proc.returncode == STARTUP_FAILED:
+            return Outcome(None, self._startup_failure(), time.monotonic() - start, started=False)
         out = self.workdir / "executed.ipynb"
         try:  # learner code may have replaced it: read it as the runner would have written it
             text = read_scratch(out, EXECUTED_BYTES).decode("utf-8")
@@ -363,6 +393,13 @@ class Sandbox:
         if problem is None and (text := read_scratch(marker, 4096)):
             problem = text.decode(errors="replace")[:300]
         return Outcome(executed, problem, time.monotonic() - start, Timing.read(self.workdir, self.started))
+
+    def _startup_failure(self) -> str:
+        """Why the sandbox failed before the notebook's first cell: the runner's (or bubblewrap's)
+        last line. For the instructor, in English: the learner never reads it."""
+        last = self.log.tail.decode(errors="replace").strip().splitlines()[-1:] or [""]
+        return f"the sandbox failed before the notebook's first cell ran (exit code {self.proc.returncode}): " \
+               f"{last[0][:300]}"
 
     def close(self) -> None:
         """Stop the sandbox and everything in it (a no-op once `run` has)."""

@@ -21,6 +21,7 @@ class Limits:
     cell_seconds: int = 120              # wall time of one cell
     notebook_seconds: int = 900          # wall time of the whole notebook
     startup_seconds: int = 120           # to start the kernel on a busy machine
+    startup_tries: int = 3               # sandboxes started for a notebook whose kernel fails before its first cell
     memory_bytes: int = 6 * 2**30        # address space of each process (torch needs about 1.5 GiB)
     processes: int = 512                 # processes and threads of the sandbox's user
     file_bytes: int = 256 * MiB          # size of any one file written

@@ -126,7 +126,10 @@ def _grade_one(submission: Submission, limits: Limits, course_root: Path, db_url
 
 def record(submission: Submission, result: NotebookResult, course_root: Path, db_url: str) -> None:
     """The scores into the gradebook, then the feedback report made from them; the exchange's
-    files go along into autograded/, from where nbgrader's generate_feedback copies them."""
+    files go along into autograded/, from where nbgrader's generate_feedback copies them.
+    A result to grade again (`regrade`: the machine failed) has no scores: nothing is written."""
+    if result.regrade:
+        return
     gradebook.record(result, db_url, submission.timestamp())
     autograded = submission.autograded(course_root)
     for name, data in submission.exchange_files().items():
@@ -144,8 +147,9 @@ def grade_all(items: list[Submission], limits: Limits, workers: int, course_root
               done: Callable[[Submission, NotebookResult], None], progress: bool = True) -> None:
     """Grade and record every item in `workers` processes; `done` is called here, in this
     process, as soon as each result arrives. A worker that dies takes only its own notebook's
-    grade with it (after one retry). Later units go first: they run longest (unit 08 trains),
-    and a long notebook left for the end would be graded while the other workers sit idle."""
+    grade with it (after one retry): that notebook is left unscored, to grade again. Later units
+    go first: they run longest (unit 08 trains), and a long notebook left for the end would be
+    graded while the other workers sit idle."""
     order = {unit: k for k, unit in enumerate(course.units())}
     pending = sorted(items, key=lambda item: -order.get(item.unit, -1))
     tries = {item: 0 for item in items}
@@ -169,7 +173,8 @@ def grade_all(items: list[Submission], limits: Limits, workers: int, course_root
                         from .grade import blank_result
 
                         result, recorded = blank_result(item.path, item.unit, item.student), False
-                        result.error = "the grader's worker process died on this notebook twice"
+                        result.regrade = "not graded: the grader's worker process died on this notebook twice; " \
+                                         "grade it again"
                     if not recorded:
                         record(item, result, course_root, db_url)
                     done(item, result)

@@ -37,3 +37,14 @@ def test_report_is_one_file_with_charts_mistakes_and_problems(tmp_path):
     assert row.split("<td class=n>")[1].startswith("2<")     # counted once per notebook that made it
     assert "is empty (0 bytes)" in text and "&#x27;evil&#x27; is not python3" in text
     assert "src='http" not in text and "<link" not in text   # nothing to fetch
+
+
+def test_a_notebook_left_to_grade_again_counts_in_no_chart_and_is_listed(tmp_path):
+    waiting = _result("fay", "01_dot_product", [False, False],
+                      regrade="not graded: the machine failed before the notebook's first cell ran")
+    assert pass_rates(_class() + [waiting]) == pass_rates(_class())
+    path = tmp_path / "report.html"
+    write_report(_class() + [waiting], path)
+    text = path.read_text()
+    assert "1 of them not graded yet" in text and "to grade again" in text
+    assert "mean score 1.0, median 1 of 2" in text                  # fay's zeros are not scores
