@@ -1,6 +1,6 @@
 """A class on a real JupyterHub, end to end in Chromium, run from a copy of the course as an
 instructor's clone would be: the instructor, in a terminal of their server opened in the browser,
-types the README's commands: release unit 01; two learners, real Unix accounts, log in, fetch it
+types the commands of docs/instructors.md: release unit 01; two learners, real Unix accounts, log in, fetch it
 from the Assignment List and submit (one right, one with a catalogued mistake); from a learner's
 own terminal nothing of the answers can be read (the clone, its solutions and source notebooks,
 the instructor's course folder, the gradebook), nor the other learner's work, and nothing in the
@@ -74,17 +74,17 @@ def _assignment_list(page):
     return page
 
 
-def readme_commands() -> list[str]:
-    """The instructor's commands as the README's hub section writes them, comments cut."""
-    text = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+def instructor_commands() -> list[str]:
+    """The instructor's commands as the hub section of docs/instructors.md writes them, comments cut."""
+    text = (Path(__file__).resolve().parent.parent / "docs" / "instructors.md").read_text(encoding="utf-8")
     block = re.search(r"```bash\n\s*(cd ~/attention-course\n.*?)```", text, re.S)
-    assert block, "the README's hub section lost the instructor's commands"
+    assert block, "docs/instructors.md's hub section lost the instructor's commands"
     return [line.split("  #")[0].strip() for line in block.group(1).splitlines() if line.strip()]
 
 
-def _as_readme_says(page, room, command: str, seconds: int = 120) -> str:
-    """One of the README's commands, typed into the instructor's terminal after its `cd`; it must succeed."""
-    cd, *_ = readme_commands()
+def _as_documented(page, room, command: str, seconds: int = 120) -> str:
+    """One of the documented commands, typed into the instructor's terminal after its `cd`; it must succeed."""
+    cd, *_ = instructor_commands()
     typed = in_browser_terminal(page, room.instructor.name, f"{cd} && {command}", seconds)
     assert typed.status == 0, f"{command!r} in the instructor's terminal:\n{typed.output[-3000:]}"
     return typed.output
@@ -112,8 +112,8 @@ def _exchange_attempts(room) -> list[str]:
 def test_a_class_releases_submits_grades_and_returns_feedback_through_the_hub(room, capsys):
     started = time.monotonic()
     ann, ben = room.learners
-    cd, release, collect, grade, feedback, export = readme_commands()
-    assert cd == "cd ~/attention-course" and release == f"nbgrader release_assignment {UNIT}", readme_commands()
+    cd, release, collect, grade, feedback, export = instructor_commands()
+    assert cd == "cd ~/attention-course" and release == f"nbgrader release_assignment {UNIT}", instructor_commands()
     wrong = answers(UNIT)
     wrong[MISTAKE.answer] = MISTAKE.code
     submission = {ann.name: student_notebook(UNIT), ben.name: student_notebook(UNIT, wrong)}
@@ -135,7 +135,7 @@ def test_a_class_releases_submits_grades_and_returns_feedback_through_the_hub(ro
         # Before the first release: nothing in the exchange's root can be made, moved or deleted.
         _refused(pages[ben.name], ben, _exchange_attempts(room))
 
-        _as_readme_says(teacher, room, release)
+        _as_documented(teacher, room, release)
         for learner in (ann, ben):   # fetch, answer, submit
             page = pages[learner.name] = _assignment_list(pages[learner.name])
             page.locator("#released_assignments_list .list_item", has_text=UNIT).locator("button",
@@ -169,15 +169,15 @@ def test_a_class_releases_submits_grades_and_returns_feedback_through_the_hub(ro
         assert (room.exchange / "attention-course" / "outbound" / UNIT).is_dir()   # all still in place
 
         # The instructor, in their terminal: collect, grade as themselves (not root) in the sandbox,
-        # release the feedback and export the grades, each as the README writes it.
-        _as_readme_says(teacher, room, collect)
-        _as_readme_says(teacher, room, grade, seconds=600)
+        # release the feedback and export the grades, each as docs/instructors.md writes it.
+        _as_documented(teacher, room, collect)
+        _as_documented(teacher, room, grade, seconds=600)
         graded = [json.loads(path.read_text()) for path in (room.course / "grader_results").glob(f"*/{UNIT}.json")]
         scores = {r["student"]: r for r in graded}
         assert scores[ann.name]["score"] == FULL and scores[ben.name]["score"] == FULL - 1
         assert all(r["sandbox"].startswith("bubblewrap: uid 65534 in a user namespace") for r in graded)
-        _as_readme_says(teacher, room, feedback)
-        _as_readme_says(teacher, room, export)
+        _as_documented(teacher, room, feedback)
+        _as_documented(teacher, room, export)
         canvas = {row["SIS Login ID"]: row
                   for row in csv.DictReader(io.StringIO((room.course / "canvas.csv").read_text()))}
         assert float(canvas[ann.name][UNIT]) == FULL and float(canvas[ben.name][UNIT]) == FULL - 1

@@ -1,5 +1,5 @@
-"""A maintainer adds an exercise by following only the README's maintainer section: on a copy
-of the course, the README's example exercise goes into unit 01's source, solutions/01_dot_product/
+"""A maintainer adds an exercise by following only docs/maintainers.md: on a copy
+of the course, its example exercise goes into unit 01's source, solutions/01_dot_product/
 01_dot_product.py, is released with `python -m grader release`, and a right and a wrong answer
 are graded."""
 from __future__ import annotations
@@ -18,10 +18,10 @@ from grader import course, notebook
 UNIT = "01_dot_product"
 
 
-def readme_example() -> str:
-    """The code block of the README's section on adding an exercise."""
-    readme = (course.ROOT / "README.md").read_text(encoding="utf-8")
-    section = readme[readme.index("### Adding an exercise"):]
+def documented_example() -> str:
+    """The code block of docs/maintainers.md's section on adding an exercise."""
+    guide = (course.ROOT / "docs" / "maintainers.md").read_text(encoding="utf-8")
+    section = guide[guide.index("## Adding an exercise"):]
     return re.search(r"```python\n(.*?)```", section, re.S).group(1)
 
 
@@ -59,7 +59,7 @@ def filled(copy: Path, replace: dict[str, str]) -> nbformat.NotebookNode:
     return nb
 
 
-def test_the_readme_example_exercise_releases_and_grades(tmp_path):
+def test_the_documented_example_exercise_releases_and_grades(tmp_path):
     copy = tmp_path / "course"
     for part in ("grader", "lab", "tools", "nbgrader_config.py", f"solutions/{UNIT}", f"notebooks/{UNIT}",
                  f"solutions-zh/{UNIT}", f"notebooks-zh/{UNIT}", "translations/zh/glossary.tsv",
@@ -69,9 +69,9 @@ def test_the_readme_example_exercise_releases_and_grades(tmp_path):
     shutil.rmtree(copy / "grader" / "fixtures")
     (copy / "grader" / "fixtures").mkdir()
 
-    # Steps 1-3 of the README: add the two cells to the unit's .py file, release.
+    # Steps 1-3 of docs/maintainers.md: add the two cells to the unit's .py file, release.
     text = copy / "solutions" / UNIT / f"{UNIT}.py"
-    text.write_text(text.read_text(encoding="utf-8").rstrip("\n") + "\n\n" + readme_example(), encoding="utf-8")
+    text.write_text(text.read_text(encoding="utf-8").rstrip("\n") + "\n\n" + documented_example(), encoding="utf-8")
     # The English is released; the Chinese edition names the new texts it still lacks.
     untranslated = run(copy, "-m", "grader", "release", UNIT, ok=False)
     missing = [line for line in untranslated.stderr.splitlines() if line.startswith("translations/")]
