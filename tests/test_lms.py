@@ -38,8 +38,8 @@ def _record(db_url: str, student: str, unit: str, points: list[float]) -> None:
 @pytest.fixture(scope="module")
 def db_url(tmp_path_factory) -> str:
     """A class of three: ann did both units; 王小明 (wang) only unit 01, where an instructor gave
-    0.5 by hand for an exercise the grader had given 1; cho, with no name on record, only unit 02,
-    with a manual 2/3."""
+    0.5 by hand for an exercise the grader had given 1; cho, with no name on record (the grader
+    gives the id as the last name), only unit 02, with a manual 2/3."""
     from nbgrader.api import Gradebook
 
     root = tmp_path_factory.mktemp("lms")
@@ -113,7 +113,7 @@ def test_moodle(db_url, tmp_path):
     assert _export(db_url, tmp_path, "MoodleExport") == [
         ["First name", "Last name", "Username", "Email address", "ID number", "01_dot_product", "02_softmax"],
         ["Ann", "Lee", "ann", "ann@example.org", "101", "5", "6"],
-        ["", "", "cho", "", "", "-", "3.67"],        # "-": Moodle's "no grade"
+        ["", "cho", "cho", "", "", "-", "3.67"],     # no name on record: the id (as Formgrader shows it); "-": no grade
         ["小明", "王", "wang", "wang@example.cn", "102", "1.5", "-"],
     ]
     # --LmsExport sets both exporters; nbgrader's --assignment and --student limit the export
