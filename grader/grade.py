@@ -76,7 +76,7 @@ def grade_notebook(path: Path, unit: str | None = None, limits: Limits | None = 
     watch = stopwatch or Stopwatch()
     limits = limits or settings.load().limits
     with watch.step("pre-flight"):
-        check = preflight.check(path, unit)
+        check = preflight.check(path, unit, limits)
     if check.rejection:
         result = blank_result(path, check.unit, student)
         result.flags += check.repairs
@@ -93,7 +93,7 @@ def grade_notebook(path: Path, unit: str | None = None, limits: Limits | None = 
                 result.language = check.language
                 outcome, jobs = _run(check, limits, Path(tmp), watch)
                 if outcome.started:
-                    _verdicts(result, check, outcome, jobs, autograded, watch)
+                    _verdicts(result, check, outcome, jobs, limits, autograded, watch)
                     if failures:   # for the instructor: the machine is short of something
                         result.flags.append(f"graded at try {attempt + 1}: before, the machine failed before "
                                             f"the notebook's first cell ran ({failures[-1]})")
@@ -124,7 +124,7 @@ def _run(check: preflight.Preflight, limits: Limits, workdir: Path, watch: Stopw
 
 
 def _verdicts(result: NotebookResult, check: preflight.Preflight, outcome: sandbox.Outcome, jobs,
-              autograded: Path | None, watch: Stopwatch) -> None:
+              limits: Limits, autograded: Path | None, watch: Stopwatch) -> None:
     """The exercises' verdicts from what ran; with `autograded`, the notebook as it ran, to that path."""
     result.seconds, watch.sandbox = outcome.seconds, outcome.timing
     if outcome.executed is None:
@@ -134,7 +134,8 @@ def _verdicts(result: NotebookResult, check: preflight.Preflight, outcome: sandb
         result.flags.append(outcome.problem)
     with watch.step("judging"):
         for exercise in result.exercises:
-            exercise.grade(*_judge(exercise.grade_id, check.unit, check.language, jobs, outcome))
+            exercise.grade(*_judge(exercise.grade_id, check.unit, check.language, jobs, outcome,
+                                        limits.result_values))
     if autograded is not None:
         with watch.step("autograded copy"):
             write_autograded(result, outcome.executed, autograded)
@@ -204,15 +205,16 @@ def _build(nb, unit: str, language: str, workdir: Path):
     return run, jobs
 
 
-def _judge(gid: str, unit: str, language: str, jobs, outcome) -> tuple[list[str], str | None]:
+def _judge(gid: str, unit: str, language: str, jobs, outcome,
+           max_values: int) -> tuple[list[str], str | None]:
     """The failure messages of one exercise, decided here from plain data, and the known
-    mistake named first, if any."""
+    mistake named first, if any; results of more than `max_values` values are not read."""
     from .spec import failure_text, judge_all
 
     messages, mistake = [], None
     for k, _ in enumerate(_specs(unit, gid, language)):
         spec, cases, outputs = jobs[(gid, k)]
-        results = _read_results(outputs)
+        results = _read_results(outputs, max_values)
         if results is None:
             messages.append(say("{name}: its results could not be read back", name=spec.name))
             continue
@@ -237,9 +239,9 @@ def _judge(gid: str, unit: str, language: str, jobs, outcome) -> tuple[list[str]
     return messages, mistake
 
 
-def _read_results(outputs: Path) -> list[Any] | None:
+def _read_results(outputs: Path, max_values: int = Limits.result_values) -> list[Any] | None:
     """The learner side's saved results ([] when none were saved), or None when the file is
-    not what the harness writes (learner code replaced it)."""
+    not what the harness writes (learner code replaced it) or holds more than `max_values` values."""
     import io
 
     import torch
@@ -251,7 +253,7 @@ def _read_results(outputs: Path) -> list[Any] | None:
     data = sandbox.read_scratch(outputs)
     try:
         with quiet():  # torch warns about the pickle protocol of its own files
-            results = sanitize(torch.load(io.BytesIO(data), weights_only=True)) if data is not None else None
+            results = None if data is None else sanitize(torch.load(io.BytesIO(data), weights_only=True), max_values)
     except Exception:
         return None
     return results if isinstance(results, list) else None

@@ -16,8 +16,7 @@ from pathlib import Path
 import nbformat
 
 from . import course, notebook
-
-MAX_BYTES = 64 * 2**20   # far above any notebook of the course with its outputs
+from .settings import Limits
 
 
 @dataclass
@@ -44,12 +43,13 @@ def unit_of(nb) -> str | None:
     return best if best is not None and scores[best] > 0 else None
 
 
-def check(path: Path, unit: str | None = None) -> Preflight:
+def check(path: Path, unit: str | None = None, limits: Limits | None = None) -> Preflight:
     """Read `path` as a submission of `unit` (None: find the unit from the notebook's cells or
-    its file and folder names), repairing what can be repaired."""
+    its file and folder names), repairing what can be repaired; a file larger than
+    `limits.notebook_bytes` (None: the default limits) is rejected."""
     path = Path(path)
     result = Preflight(unit)
-    nb = _read(path, result)
+    nb = _read(path, result, (limits or Limits()).notebook_bytes)
     if nb is None:
         return result
     own = unit_of(nb)
@@ -70,19 +70,19 @@ def check(path: Path, unit: str | None = None) -> Preflight:
     return result
 
 
-def _read(path: Path, result: Preflight):
+def _read(path: Path, result: Preflight, max_bytes: int):
     """The notebook in nbformat 4.5, or None with `result.rejection` set."""
     if path.is_symlink():  # an unpacked archive keeps links: to the solutions, to someone else's work
         result.rejection = f"{path.name} is a symbolic link, not a notebook: links are not graded"
         return None
     try:
         with open(path, "rb") as handle:
-            raw = handle.read(MAX_BYTES + 1)
+            raw = handle.read(max_bytes + 1)
     except OSError as exc:
         result.rejection = f"{path.name} could not be read: {exc.strerror}"
         return None
-    if len(raw) > MAX_BYTES:
-        result.rejection = (f"{path.name} is larger than {MAX_BYTES // 2**20} MiB: clear the outputs "
+    if len(raw) > max_bytes:
+        result.rejection = (f"{path.name} is larger than {max_bytes // 2**20} MiB: clear the outputs "
                             "(Edit > Clear Outputs of All Cells), save and submit it again")
         return None
     if not raw.strip():

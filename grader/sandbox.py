@@ -46,7 +46,6 @@ from .runner import STARTUP_FAILED, capped_notice
 from .settings import Limits, MiB
 
 NOBODY = 65534
-EXECUTED_BYTES = 64 * MiB   # the executed notebook read back: its outputs are capped per cell
 PACKAGE = Path(__file__).resolve().parent
 
 
@@ -385,7 +384,7 @@ class Sandbox:
             return Outcome(None, self._startup_failure(), time.monotonic() - start, started=False)
         out = self.workdir / "executed.ipynb"
         try:  # learner code may have replaced it: read it as the runner would have written it
-            text = read_scratch(out, EXECUTED_BYTES).decode("utf-8")
+            text = read_scratch(out, self.limits.executed_bytes).decode("utf-8")
             executed = cap_outputs(nbformat.reads(text, as_version=4), self.limits.output_bytes)
         except Exception:  # missing, replaced or broken by learner code
             executed = None

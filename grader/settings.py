@@ -16,8 +16,9 @@ MiB = 2**20
 
 @dataclass(frozen=True)
 class Limits:
-    """What one notebook's learner code may use. Each limit that is hit costs the exercise it
-    was hit in (or the cells after it), never the exercises already reached."""
+    """What one notebook's learner code may use, and how much of what it leaves the grader
+    reads back. Each limit that is hit costs the exercise it was hit in (or the cells after
+    it), never the exercises already reached; a submission too large is rejected unread."""
     cell_seconds: int = 120              # wall time of one cell
     notebook_seconds: int = 900          # wall time of the whole notebook
     startup_seconds: int = 120           # to start the kernel on a busy machine
@@ -27,6 +28,9 @@ class Limits:
     file_bytes: int = 256 * MiB          # size of any one file written
     scratch_bytes: int = 1024 * MiB      # all files written together
     output_bytes: int = 1 * MiB          # text and images a cell may print or show
+    notebook_bytes: int = 64 * MiB       # a submission: far above any notebook of the course with its outputs
+    executed_bytes: int = 64 * MiB       # the executed notebook read back: its outputs are capped per cell
+    result_values: int = 1_000_000       # values in one check's results: far more than any check returns
 
     @property
     def cpu_seconds(self) -> int:

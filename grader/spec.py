@@ -121,19 +121,16 @@ def to_plain(x: Any, depth: int = 0) -> Any:
     return {"__error__": say("returned an object of type {kind}", kind=type(x).__name__)}
 
 
-MAX_VALUES = 1_000_000   # values in one check's results: far more than any check returns
-
-
-def sanitize(x: Any) -> Any:
+def sanitize(x: Any, max_values: int) -> Any:
     """Check that a value read back from the learner's process is plain data, as `to_plain`
     makes it: anything else (a forged file) becomes an error value; a structure of more than
-    MAX_VALUES values (a pickle of shared references expands without end) raises ValueError."""
-    budget = [MAX_VALUES]
+    `max_values` values (a pickle of shared references expands without end) raises ValueError."""
+    budget = [max_values]
 
     def walk(x: Any, depth: int) -> Any:
         budget[0] -= 1
         if budget[0] < 0:
-            raise ValueError(f"the results hold more than {MAX_VALUES} values")
+            raise ValueError(f"the results hold more than {max_values} values")
         if depth > 5:
             return {"__error__": "the result is nested too deeply"}
         if type(x) is torch.Tensor or type(x) in _SCALARS:

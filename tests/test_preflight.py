@@ -9,6 +9,7 @@ import pytest
 from reference import student_notebook
 
 from grader import course, notebook, preflight
+from grader.settings import Limits
 
 UNIT = "01_dot_product"
 TEST = "u01_dot_product_check"
@@ -48,6 +49,14 @@ def test_unreadable_files_are_rejected_with_a_reason(tmp_path, name):
     content, reason = REJECTED[name]
     check = preflight.check(_write(tmp_path, content), UNIT)
     assert check.notebook is None and reason in check.rejection
+
+
+def test_a_notebook_larger_than_the_limit_is_rejected_unread(tmp_path):
+    path = _write(tmp_path, json.loads(nbformat.writes(student_notebook(UNIT))))
+    size = path.stat().st_size
+    assert preflight.check(path, UNIT, Limits(notebook_bytes=size)).rejection is None
+    check = preflight.check(path, UNIT, Limits(notebook_bytes=size - 1))
+    assert check.notebook is None and "is larger than" in check.rejection
 
 
 def test_another_units_notebook_is_rejected(tmp_path):
