@@ -9,6 +9,8 @@ import os
 from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor
 from nbgrader.preprocessors import ClearHiddenTests, GetGrades
 
+from grader.i18n import course_language
+
 c = get_config()  # noqa: F821 (provided by traitlets when it loads this file)
 
 c.CourseDirectory.course_id = "attention-course"
@@ -17,7 +19,7 @@ c.CourseDirectory.source_directory = "solutions"
 c.CourseDirectory.release_directory = "notebooks"
 # The Chinese edition (made from the same source by `python -m grader release`): run nbgrader's
 # commands with COURSE_LANG=zh, e.g. `COURSE_LANG=zh nbgrader autograde 01_dot_product`.
-if os.environ.get("COURSE_LANG", "").lower().startswith("zh"):
+if course_language() == "zh":
     c.CourseDirectory.source_directory = "solutions-zh"
     c.CourseDirectory.release_directory = "notebooks-zh"
 

@@ -35,7 +35,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import course, torch_index
+from . import course, i18n, torch_index
 
 HUB = course.ROOT / "hub"
 STATE = Path("/srv/attention-course")
@@ -237,7 +237,7 @@ def server_environment(name: str, state: Path) -> dict[str, str]:
         python, paths = learners_python(state), [here / "hub" / "learner", here / "lab" / "learner"]
     return {"JUPYTER_CONFIG_PATH": os.pathsep.join(map(str, paths)),
             "COURSE_EXCHANGE": str(exchange(state)),
-            "COURSE_LANG": os.environ.get("COURSE_LANG", "en"),
+            "COURSE_LANG": i18n.course_language(),
             "COURSE_PYTHON": str(python),
             "PATH": os.pathsep.join([str(python.parent), "/usr/local/bin", "/usr/bin", "/bin"])}
 

@@ -13,17 +13,29 @@ import contextlib
 import functools
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 ENGLISH = "en"
+CHINESE = "zh"
 MESSAGES = Path(__file__).resolve().parent / "fixtures"
 _chosen: list[str] = []   # set by `language(...)`, innermost last
 
 
-def requested() -> str | None:
-    """The language COURSE_LANG asks for ("zh" for zh, zh_CN, zh-Hans), or None when unset."""
-    return os.environ.get("COURSE_LANG", "").strip().lower()[:2] or None
+def requested(environ: Mapping[str, str] | None = None) -> str | None:
+    """The language the environment variable COURSE_LANG asks for, in `environ` (None: this
+    process's): "zh" for any spelling of Chinese (zh, ZH, zh_CN.UTF-8, zh-Hans), "en" for any
+    other value, None when it is unset or empty. The one place COURSE_LANG is read."""
+    value = (os.environ if environ is None else environ).get("COURSE_LANG", "").strip().lower()
+    if not value:
+        return None
+    return CHINESE if value.startswith(CHINESE) else ENGLISH
+
+
+def course_language(environ: Mapping[str, str] | None = None) -> str:
+    """The course's language by COURSE_LANG in `environ` (None: this process's): "zh" or "en"
+    (also when unset): which edition nbgrader's commands work on, JupyterLab's menus."""
+    return requested(environ) or ENGLISH
 
 
 def for_edition(language: str) -> str:

@@ -17,6 +17,7 @@ import os
 from pathlib import Path
 
 from grader import hub
+from grader.i18n import course_language
 
 c = get_config()  # noqa: F821 (provided by traitlets when it loads this file)
 
@@ -49,7 +50,7 @@ def course_settings(spawner) -> None:
     environment = hub.server_environment(spawner.user.name, STATE)
     spawner.environment.update(environment)
     spawner.cmd = [environment["COURSE_PYTHON"], "-m", "jupyterhub.singleuser"]
-    if os.environ.get("COURSE_LANG", "").startswith("zh"):   # JupyterLab's menus in Chinese
+    if course_language() == "zh":   # JupyterLab's menus in Chinese
         spawner.args = [f"--LabApp.app_settings_dir={hub.settings(STATE) / 'lab' / 'zh'}"]
 
 
