@@ -29,7 +29,7 @@ def grade_folder(folder: Path, course_root: Path, settings: Settings, shard: tup
     from .grade import checksum
 
     course_root = Path(course_root).resolve()
-    db_url = settings.db_url or f"sqlite:///{course_root / 'gradebook.db'}"
+    db_url = settings.gradebook_url(course_root)
     items = submissions(Path(folder), shard)
     results: dict[Submission, NotebookResult] = {}
     todo = []

@@ -75,8 +75,8 @@ def _grade(args) -> int:
     skipped = len(results) - graded_now
     print(f"\ngraded {graded_now} notebook(s)" + (f", {skipped} already graded (--regrade grades them again)"
                                                    if skipped else ""))
-    db = config.db_url or course_root / "gradebook.db"
-    print(f"gradebook: {db}\nfeedback:  {course_root / 'feedback'}\ngrades:    {course_root / 'grades.csv'}")
+    print(f"gradebook: {config.gradebook_url(course_root)}\nfeedback:  {course_root / 'feedback'}\n"
+          f"grades:    {course_root / 'grades.csv'}")
     if args.report:
         print(f"report:    {args.report}")
     return 0

@@ -39,6 +39,11 @@ def language_of(nb) -> str:
     return language if isinstance(language, str) and language in EDITIONS else "en"
 
 
+def gradebook_url(course_root: Path) -> str:
+    """The gradebook a course folder keeps unless told otherwise: SQLite, course_root/gradebook.db."""
+    return f"sqlite:///{Path(course_root) / 'gradebook.db'}"
+
+
 class CourseMissing(RuntimeError):
     """The course's own files are not where the grader needs them."""
 
@@ -114,7 +119,7 @@ def nbgrader_api(course_root: Path | None = None, release_dir: Path | None = Non
         cfg.CourseDirectory.source_directory = str(edition.solutions)
         cfg.CourseDirectory.release_directory = str(edition.notebooks)
     if course_root is not None:
-        cfg.CourseDirectory.db_url = f"sqlite:///{course_root / 'gradebook.db'}"
+        cfg.CourseDirectory.db_url = gradebook_url(course_root)
     if db_url is not None:
         cfg.CourseDirectory.db_url = db_url
     if source_dir is not None:

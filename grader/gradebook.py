@@ -13,21 +13,27 @@ from pathlib import Path
 from . import course
 from .results import NotebookResult
 
-course.nbgrader_environment()
-
-
 # The key of the PostgreSQL advisory lock that register_units holds (any fixed 64-bit number).
 _SETUP_LOCK = int.from_bytes(hashlib.sha256(b"grader.gradebook.register_units").digest()[:8], "big", signed=True)
+
+
+def opened(db_url: str):
+    """nbgrader's Gradebook of the course at `db_url`, to use in a `with` block. nbgrader runs the
+    `alembic` command on a new database: it is found beside this Python (set up here, not on import)."""
+    course.nbgrader_environment()
+    from nbgrader.api import Gradebook
+
+    return Gradebook(db_url, course.COURSE_ID)
 
 
 def register_units(units: list[str], course_root: Path, db_url: str) -> None:
     """Record each unit's graded cells in the gradebook (nbgrader generate_assignment), once.
     Safe to call from several processes at once (e.g. `grade --shard` runs sharing a gradebook):
     one at a time creates the tables and records the units, the others then find them there."""
-    from nbgrader.api import Gradebook, MissingEntry
+    from nbgrader.api import MissingEntry
 
     with _one_process_at_a_time(db_url):
-        with Gradebook(db_url, course.COURSE_ID) as gb:
+        with opened(db_url) as gb:
             def known(unit: str) -> bool:
                 try:
                     return bool(gb.find_assignment(unit).notebooks)
@@ -90,12 +96,10 @@ def record(result: NotebookResult, db_url: str, timestamp=None) -> None:
     submitted (a datetime from nbgrader's timestamp.txt; Formgrader shows lateness from it). Manual
     scores and comments given in Formgrader live in other columns and are kept; grading again
     overwrites only the automatic scores."""
-    from nbgrader.api import Gradebook
-
     if not (result.unit and result.student):
         return
     # one process at a time: nbgrader creates a new student or submission by check-then-insert
-    with _one_process_at_a_time(db_url), Gradebook(db_url, course.COURSE_ID) as gb, warnings.catch_warnings():
+    with _one_process_at_a_time(db_url), opened(db_url) as gb, warnings.catch_warnings():
         # nbgrader's update_or_create_submission adds a submission the way SQLAlchemy 2 warns
         # about (three SAWarnings per notebook, in every instructor's terminal); it is stored all the same
         warnings.filterwarnings("ignore", message="Object of type <Submitted", module="nbgrader")
@@ -129,9 +133,9 @@ def account_names(student: str) -> dict[str, str]:
 
 def scores(db_url: str, unit: str) -> dict[str, float]:
     """{student: total score} of one unit, as the gradebook has it."""
-    from nbgrader.api import Gradebook, MissingEntry
+    from nbgrader.api import MissingEntry
 
-    with Gradebook(db_url, course.COURSE_ID) as gb:
+    with opened(db_url) as gb:
         try:
             return {s.student.id: s.score for s in gb.find_assignment(unit).submissions}
         except MissingEntry:
@@ -140,8 +144,7 @@ def scores(db_url: str, unit: str) -> dict[str, float]:
 
 def export_csv(db_url: str, path: Path) -> None:
     """nbgrader's own CSV export of every grade."""
-    from nbgrader.api import Gradebook
     from nbgrader.plugins import CsvExportPlugin
 
-    with Gradebook(db_url, course.COURSE_ID) as gb:
+    with opened(db_url) as gb:
         CsvExportPlugin(to=str(path)).export(gb)

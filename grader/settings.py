@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, replace
+from pathlib import Path
 
 from . import course
 
@@ -43,6 +44,10 @@ class Settings:
     limits: Limits
     workers: int                          # notebooks graded at once, each in its own process
     db_url: str | None = None             # None: gradebook.db in the course folder
+
+    def gradebook_url(self, course_root: Path) -> str:
+        """The gradebook grades go to: `db_url`, else the course folder's (course.gradebook_url)."""
+        return self.db_url or course.gradebook_url(course_root)
 
 
 def load(cell_seconds: int | None = None, notebook_seconds: int | None = None,

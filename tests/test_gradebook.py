@@ -4,7 +4,11 @@ in Formgrader; several processes at once (as `grade --shard` runs do) lose nothi
 from __future__ import annotations
 
 import csv
+import json
 import multiprocessing
+import os
+import subprocess
+import sys
 
 import pytest
 
@@ -32,6 +36,25 @@ def result(student: str, points: list[float]) -> NotebookResult:
                           [ExerciseResult(e.grade_id, [], e.points, p, p == e.points,
                                           "passed" if p == e.points else "wrong")
                            for e, p in zip(exercises, points)])
+
+
+def test_importing_the_gradebook_changes_no_environment_variable():
+    script = ("import json, os; before = dict(os.environ); import grader.gradebook; "
+              "print(json.dumps(sorted(k for k in {**before, **os.environ} if before.get(k) != os.environ.get(k))))")
+    env = {k: v for k, v in os.environ.items() if k not in ("JUPYTER_PLATFORM_DIRS",)}
+    env["PATH"] = "/usr/bin:/bin"   # this Python's folder not on it: what nbgrader_environment would add
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=course.ROOT,
+                         env=env, timeout=120, check=True)
+    assert json.loads(out.stdout) == []
+
+
+def test_the_default_gradebook_is_the_course_folders(tmp_path):
+    from grader import settings
+
+    assert course.gradebook_url(tmp_path) == f"sqlite:///{tmp_path / 'gradebook.db'}"
+    assert settings.Settings(settings.Limits(), 1).gradebook_url(tmp_path) == course.gradebook_url(tmp_path)
+    assert settings.Settings(settings.Limits(), 1, "postgresql://db/class").gradebook_url(tmp_path) == \
+        "postgresql://db/class"
 
 
 def test_the_unit_has_the_exercises_these_tests_score():
