@@ -255,12 +255,6 @@ def failure_text(name: str, label: str, message: str) -> str:
     return say("{name}: {message} (case: {label})", name=name, label=label, message=message)
 
 
-def verdict(spec: Spec, case: Case, got: Any) -> str | None:
-    """None when `got` is right for `case`; otherwise the message a learner sees."""
-    failure = _failure(spec, case, got)
-    return failure[0] if failure else None
-
-
 def _run(fn: Callable[..., Any], case: Case) -> Any:
     args, kwargs = case.arguments(fn)
     return fn(*clone_args(args), **clone_args(kwargs))
