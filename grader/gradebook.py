@@ -131,17 +131,6 @@ def account_names(student: str) -> dict[str, str]:
     return {"first_name": first, "last_name": last or student}
 
 
-def scores(db_url: str, unit: str) -> dict[str, float]:
-    """{student: total score} of one unit, as the gradebook has it."""
-    from nbgrader.api import MissingEntry
-
-    with opened(db_url) as gb:
-        try:
-            return {s.student.id: s.score for s in gb.find_assignment(unit).submissions}
-        except MissingEntry:
-            return {}
-
-
 def export_csv(db_url: str, path: Path) -> None:
     """nbgrader's own CSV export of every grade."""
     from nbgrader.plugins import CsvExportPlugin

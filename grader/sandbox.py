@@ -1,6 +1,6 @@
 """Run a notebook's cells in a confined process: bubblewrap, plus limits on time and resources.
 
-`execute(notebook, workdir, limits)` runs `python -m grader.runner` inside
+`Sandbox(workdir, limits).run(notebook)` runs `python -m grader.runner` inside
 bubblewrap when it works on this machine:
 - a user id of its own: run as root, the grader enters the sandbox as root and drops to an
   unused user id (one per worker) with setpriv, so the kernel's checks of file permissions and
@@ -124,7 +124,7 @@ def confinement() -> Confinement:
                         Path(sys.executable).resolve().parent, PACKAGE}):
         if not str(path).startswith("/usr/"):
             command += _parents(path, made) + ["--ro-bind", str(path), str(path)]
-    command += ["--proc", "/proc", "--dev", "/dev"]   # /dev/shm: in the scratch folder, see execute()
+    command += ["--proc", "/proc", "--dev", "/dev"]   # /dev/shm: in the scratch folder, see Sandbox
     command.append("--")
     tail = _drop_to(NOBODY) if as_root else []
     probe = subprocess.run(command + tail + [sys.executable, "-c", "pass"], capture_output=True, timeout=60)
@@ -419,12 +419,6 @@ def _font_lists() -> tuple[Path, ...]:
     without one, matplotlib makes its own there, as before."""
     home = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "matplotlib"
     return tuple(Path(os.environ.get("MPLCONFIGDIR") or home).glob("fontlist-v*.json"))
-
-
-def execute(notebook, workdir: Path, limits: Limits) -> Outcome:
-    """Run `notebook` in `workdir` (a fresh folder holding nothing else the learner may see)."""
-    with Sandbox(workdir, limits) as box:
-        return box.run(notebook)
 
 
 def _environment(workdir: Path) -> dict[str, str]:

@@ -63,8 +63,3 @@ def unit_notebook(unit: str) -> nbformat.NotebookNode:
     if not path.is_file():
         raise SourceError(f"{path} is missing: each unit's source is solutions/<unit>/<unit>.py")
     return to_notebook(path)
-
-
-def notebook_text(path: Path) -> str:
-    """The source notebook as nbformat writes it to disk."""
-    return nbformat.writes(to_notebook(path)) + "\n"

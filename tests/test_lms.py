@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from helpers import scores
 
 from grader import course, gradebook, notebook
 from grader.lms import number
@@ -93,7 +94,7 @@ def test_canvas_one_column_per_unit(db_url, tmp_path):
     # the same totals as the grader's own reading of the gradebook
     for unit, column in zip(UNITS, (5, 6)):
         assert {r[3]: float(r[column]) for r in rows[2:] if r[column]} == \
-            pytest.approx(gradebook.scores(db_url, unit), abs=0.005)
+            pytest.approx(scores(db_url, unit), abs=0.005)
 
 
 def test_canvas_one_column_per_exercise(db_url, tmp_path):

@@ -19,9 +19,10 @@ from dataclasses import replace
 import accounts
 import nbformat
 import pytest
+from helpers import scores
 from reference import answers, student_notebook
 
-from grader import course, grade, gradebook, sandbox
+from grader import course, grade, sandbox
 from grader.batch import grade_folder, table
 from grader.report import write_report
 from grader.settings import Limits, Settings
@@ -90,7 +91,7 @@ def test_a_notebook_the_machine_never_runs_is_left_to_grade_again_and_the_next_r
     assert graded_now == 1 and result.regrade and result.error is None
     assert "2 time(s)" in result.regrade and "Kernel died before replying to kernel_info" in result.regrade
     assert all(e.feedback == "not graded" for e in result.exercises)
-    assert gradebook.scores(db_url, UNIT) == {}                      # no 0 recorded as a grade
+    assert scores(db_url, UNIT) == {}                      # no 0 recorded as a grade
     assert not list((tmp_path / "feedback").rglob("*.html"))         # no feedback saying 0
     stored = json.loads((tmp_path / "grader_results" / "ann" / f"{UNIT}.json").read_text())
     assert stored["regrade"] == result.regrade
@@ -105,7 +106,7 @@ def test_a_notebook_the_machine_never_runs_is_left_to_grade_again_and_the_next_r
                                        progress=False)   # the same command, on a machine that works again
     (result,) = results
     assert graded_now == 1 and result.regrade is None and result.score == FULL
-    assert gradebook.scores(db_url, UNIT) == {"ann": FULL}
+    assert scores(db_url, UNIT) == {"ann": FULL}
     assert list((tmp_path / "feedback").rglob("*.html"))
     _, graded_now = grade_folder(tmp_path / "submitted", tmp_path, Settings(LIMITS, workers=1), progress=False)
     assert graded_now == 0                                          # graded now: kept
@@ -143,8 +144,8 @@ with tempfile.TemporaryDirectory() as tmp:
     with box:
         outcome = box.run(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("print('ran')")]))
     print("STARTED", outcome.started, outcome.problem)
-with tempfile.TemporaryDirectory() as tmp:
-    outcome = sandbox.execute(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(BOMB)]), Path(tmp), limits)
+with tempfile.TemporaryDirectory() as tmp, sandbox.Sandbox(Path(tmp), limits) as box:
+    outcome = box.run(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(BOMB)]))
     print("BOMB", outcome.executed.cells[0].outputs[0]["text"].strip())
 """
 

@@ -8,6 +8,7 @@ import sys
 
 import nbformat
 import pytest
+from helpers import execute
 from reference import student_notebook
 
 from grader import course, sandbox
@@ -35,7 +36,7 @@ def _run(code: str, tmp_path, **limits) -> sandbox.Outcome:
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(code), nbformat.v4.new_code_cell("print('after')")])
     work = tmp_path / "scratch"
     work.mkdir()
-    return sandbox.execute(nb, work, Limits(**{"cell_seconds": 30, "notebook_seconds": 120, **limits}))
+    return execute(nb, work, Limits(**{"cell_seconds": 30, "notebook_seconds": 120, **limits}))
 
 
 @pytest.mark.skipif(not sandbox.confinement().command, reason="bubblewrap is not installed or does not work here "
