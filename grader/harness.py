@@ -10,15 +10,13 @@ from typing import Any
 
 import torch
 
-from .spec import attempt
+from .spec import attempt, load_call
 
 
 def run_calls(source: str, name: str, inputs_path: str, outputs_path: str, namespace: dict[str, Any]) -> None:
     """Run `name` (defined by `source`) on every input and save the results after each one,
     so a later hang or crash keeps the earlier results."""
-    scope = dict(namespace)  # learner names resolve here; the learner's globals stay untouched
-    exec(compile(source, "<check call>", "exec"), scope)
-    fn = scope[name]
+    fn = load_call(source, name, namespace)
     progress = Path(outputs_path).with_suffix(".progress")
     results: list[Any] = []
     for label, args, kwargs in torch.load(inputs_path, weights_only=True):

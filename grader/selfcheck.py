@@ -21,7 +21,7 @@ import torch
 from . import progress
 from .compare import Mistake, NotWritten, judge_from_plain
 from .i18n import current, say
-from .spec import CheckFailed, attempt, failure_text
+from .spec import CheckFailed, attempt, failure_text, load_call
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -140,9 +140,7 @@ def check(name: str, namespace: dict[str, Any] | None = None) -> None:
         raise CheckFailed(say("{name} is not defined: run the cell where you wrote it first", name=name))
     count = 0
     for entry in entries:
-        scope = dict(namespace)
-        exec(compile(entry["call_source"], "<self-check>", "exec"), scope)
-        fn = scope[entry["call_name"]]
+        fn = load_call(entry["call_source"], entry["call_name"], namespace, "<self-check>")
         judge = judge_from_plain(entry["judge"])
         for case in entry["cases"]:
             got = attempt(fn, *decode(case["args"]), **decode(case["kwargs"]))

@@ -227,6 +227,16 @@ def attempt(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         return error_value(exc)
 
 
+def load_call(source: str, name: str, namespace: dict[str, Any], filename: str = "<check call>") -> Callable[..., Any]:
+    """The function `name` defined by `source`, a check's learner-side `call` (its imports and its
+    `def`, as `learner_side_source` makes it), run on a copy of the learner's `namespace`: the
+    learner's names resolve, the learner's globals stay untouched. `filename` (one of
+    _GLUE_FILES) keeps errors located in learner code, not here."""
+    scope = dict(namespace)
+    exec(compile(source, filename, "exec"), scope)
+    return scope[name]
+
+
 def call_learner(fn: Callable[..., Any], case: Case) -> Any:
     """Run the learner-side `call` on one case and return plain data (errors included)."""
     args, kwargs = case.arguments(fn)

@@ -11,7 +11,7 @@ import pytest
 from reference import answers, exercise_for, reference_namespace
 
 from grader.selfcheck import check
-from grader.spec import CheckFailed, collect, evaluate, learner_side_source
+from grader.spec import CheckFailed, collect, evaluate, learner_side_source, load_call
 
 ENTRIES = []
 for info in pkgutil.iter_modules(catalogue.__path__):
@@ -37,9 +37,8 @@ def hidden_messages(unit: str, answer: str, namespace: dict) -> list[str]:
     exercise = exercise_for(unit, answer)
     messages = []
     for spec in collect(exercise.hidden):
-        scope = dict(namespace)
-        exec(compile(learner_side_source(exercise.hidden, spec), "<check call>", "exec"), scope)  # as in grading
-        message = evaluate(spec, scope[spec.call.__name__])
+        call = load_call(learner_side_source(exercise.hidden, spec), spec.call.__name__, namespace)  # as in grading
+        message = evaluate(spec, call)
         if message:
             messages.append(message)
     return messages
@@ -95,10 +94,9 @@ def test_a_catalogued_mistake_gets_its_message_in_chinese(unit, monkeypatch):
         namespace = _with(unit, entry.code, entry.answer, entry.graded_at)
         found = []
         for spec in collect(exercise.hidden):
-            scope = dict(namespace)
-            exec(compile(learner_side_source(exercise.hidden, spec), "<check call>", "exec"), scope)
+            call = load_call(learner_side_source(exercise.hidden, spec), spec.call.__name__, namespace)
             cases = spec.all_cases()
-            failure = judge_all(spec, cases, [call_learner(scope[spec.call.__name__], c) for c in cases])
+            failure = judge_all(spec, cases, [call_learner(call, c) for c in cases])
             found.append(failure[1] if failure else None)
         return found
 
