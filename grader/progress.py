@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from . import i18n
+from .fixtures import exercises
 from .i18n import say
 
 FILE = "attention-course-progress.json"
@@ -82,15 +83,9 @@ def record(name: str, unit: str, status: str, message: str = "") -> None:
         pass
 
 
-def _exercises() -> dict[str, list[str]]:
-    from .selfcheck import exercises
-
-    return exercises()
-
-
 def summary(unit: str, folder: Path | None = None) -> str:
     """One line: how many exercises of `unit` and of the course pass."""
-    course, outcomes = _exercises(), load(folder)
+    course, outcomes = exercises(), load(folder)
     passed = [name for name, o in outcomes.items() if o.status == PASS]
     here = sum(name in passed for name in course.get(unit, []))
     total = sum(name in passed for names in course.values() for name in names)
@@ -108,7 +103,7 @@ def show(unit: str) -> None:
 def report(folder: Path | None = None) -> str:
     """Every unit's exercises: ✓ passes, ✗ tried and not right yet (with the mistake last named),
     · not tried yet."""
-    course, outcomes = _exercises(), load(folder)
+    course, outcomes = exercises(), load(folder)
     lines = []
     for unit, names in course.items():
         passed = sum(outcomes[n].status == PASS for n in names if n in outcomes)

@@ -9,21 +9,17 @@ a correct answer.
 """
 from __future__ import annotations
 
-import functools
-import json
 import os
 import sys
-from pathlib import Path
 from typing import Any
 
 import torch
 
 from . import progress
 from .compare import Mistake, NotWritten, judge_from_plain
+from .fixtures import entries, exercises
 from .i18n import current, say
 from .spec import CheckFailed, attempt, failure_text, load_call
-
-FIXTURES = Path(__file__).parent / "fixtures"
 
 
 def encode(value: Any) -> Any:
@@ -54,40 +50,13 @@ def decode(value: Any) -> Any:
     return value
 
 
-def fixture_folder(language: str) -> Path:
-    """Where a language's fixtures are: grader/fixtures/ for English, grader/fixtures/<language>/
-    for another edition (the same values; its labels and messages translated)."""
-    return FIXTURES if language == "en" else FIXTURES / language
-
-
-@functools.cache
-def _fixtures(language: str) -> dict[str, Any]:
-    folder = fixture_folder(language)
-    if language != "en" and not folder.is_dir():
-        folder = FIXTURES
-    entries: dict[str, Any] = {}
-    for path in sorted(p for p in folder.glob("*.json") if p.name != "messages.json"):
-        entries.update(json.loads(path.read_text(encoding="utf-8")))
-    return entries
-
-
-@functools.cache
-def exercises() -> dict[str, list[str]]:
-    """The exercises that have a self-check, by unit, in the course's order."""
-    out: dict[str, list[str]] = {}
-    for path in sorted(p for p in FIXTURES.glob("[0-9][0-9]_*.json")):
-        names = json.loads(path.read_text(encoding="utf-8"))
-        out[path.stem] = list(dict.fromkeys(key.split(" #")[0] for key in names))
-    return out
-
-
 def unit_of(name: str) -> str:
     return next((unit for unit, names in exercises().items() if name in names), "")
 
 
 def entries_for(name: str) -> list[dict[str, Any]]:
     """The stored checks of `name`: its first check, then any further ones ("name #2", ...)."""
-    return [entry for key, entry in _fixtures(current()).items() if key == name or key.startswith(f"{name} #")]
+    return [entry for key, entry in entries(current()).items() if key == name or key.startswith(f"{name} #")]
 
 
 def _bring_into_view() -> None:

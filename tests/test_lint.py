@@ -1,10 +1,13 @@
 """ruff, with the settings in pyproject.toml, finds nothing in the course's code or in the code
-cells of the units' sources; pre-commit offers the same version."""
+cells of the units' sources; pre-commit offers the same version. The import contracts in
+.importlinter hold, and a broken one names the import that broke it."""
 from __future__ import annotations
 
 import re
+import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 from grader import course
 
@@ -30,3 +33,29 @@ def test_pre_commit_runs_the_pinned_ruff():
     pinned = re.search(r'"ruff==([\d.]+)"', (course.ROOT / "pyproject.toml").read_text(encoding="utf-8")).group(1)
     hook = re.search(r"ruff-pre-commit\s+rev: v([\d.]+)", (course.ROOT / ".pre-commit-config.yaml").read_text())
     assert hook and hook.group(1) == pinned
+
+
+def _lint_imports(root: Path) -> subprocess.CompletedProcess:
+    """import-linter's own command on the packages in `root`, with the contracts in .importlinter."""
+    command = Path(sys.executable).parent / "lint-imports"
+    return subprocess.run([str(command), "--no-cache"], cwd=root, capture_output=True, text=True, timeout=300,
+                          env={"PYTHONPATH": str(root), "PATH": "/usr/bin:/bin"})
+
+
+def test_the_import_contracts_hold():
+    out = _lint_imports(course.ROOT)
+    assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-2000:]
+    assert "5 kept, 0 broken" in out.stdout
+
+
+def test_a_broken_import_contract_names_the_import(tmp_path):
+    """The learner's self-check reaching into grading, as an import inside a function."""
+    for package in ("grader", "attention_course"):
+        shutil.copytree(course.ROOT / package, tmp_path / package, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(course.ROOT / ".importlinter", tmp_path)
+    with open(tmp_path / "grader" / "selfcheck.py", "a", encoding="utf-8") as source:
+        source.write("\n\ndef _peek():\n    from . import grade  # noqa: F401\n")
+    out = _lint_imports(tmp_path)
+    assert out.returncode != 0
+    assert "grader.selfcheck is not allowed to import grader.grade" in out.stdout
+    assert "grader.selfcheck -> grader.grade (l." in out.stdout
