@@ -48,8 +48,9 @@ from grader import (  # noqa: E402
     notebook,  # noqa: E402
 )
 from grader.feedback import Feedback  # noqa: E402
+from grader.fixtures import FOLDER as FIXTURES  # noqa: E402
 from grader.grade import grade_notebook  # noqa: E402
-from grader.selfcheck import FIXTURES, check  # noqa: E402
+from grader.selfcheck import check  # noqa: E402
 from grader.stopwatch import Step, Stopwatch  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent

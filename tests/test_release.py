@@ -14,6 +14,7 @@ import pytest
 
 from grader import course, notebook
 from grader.compare import EPS32
+from grader.fixtures import FOLDER as FIXTURES
 from grader.release import (
     FIXTURE_STEPS,
     call_problems,
@@ -22,7 +23,6 @@ from grader.release import (
     release,
     same_fixture,
 )
-from grader.selfcheck import FIXTURES
 
 
 def test_student_notebooks_and_fixtures_are_in_sync_with_the_solutions():
