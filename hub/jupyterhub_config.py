@@ -1,4 +1,4 @@
-"""JupyterHub for one class on one machine: `sudo ./course hub` starts it with these settings.
+"""JupyterHub for one class on one machine: `./course hub`, run as root, starts it with these settings.
 
 Who may log in: the machine's own Unix accounts (JupyterHub's PAM authenticator) in the class's
 two groups, which `./course hub add` creates: learners in attention-learners, instructors in
