@@ -18,7 +18,6 @@ import signal
 import socket
 import subprocess
 import sys
-import sysconfig
 import tempfile
 import time
 import urllib.request
@@ -28,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import accounts
+from helpers import NOT_CLONED, environment_with_our_dependencies
 
 from grader import hub
 
@@ -90,19 +90,14 @@ def _add(names: list[str], state: Path, instructor: bool, clone: Path) -> list[a
 def _copy_course(top: Path) -> Path:
     """A copy of this checkout's course, as `git clone` would leave it (no .venv, no build)."""
     clone = top / "attention-course"
-    shutil.copytree(accounts.ROOT, clone, ignore=shutil.ignore_patterns(
-        ".git", ".venv", "build", "*.egg-info", "__pycache__", "test-artifacts", ".pytest_cache", ".ruff_cache"))
+    shutil.copytree(accounts.ROOT, clone, ignore=NOT_CLONED)
     return clone
 
 
 def _learners_environment(state: Path) -> None:
     """STATE/env as the hub's first start makes it, with the suite's packages instead of downloads."""
     env = state / "env"
-    python = env / "bin" / "python"
-    subprocess.run([sys.executable, "-m", "venv", str(env)], check=True)
-    site = Path(subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                               check=True, capture_output=True, text=True).stdout.strip())
-    (site / "course-dependencies.pth").write_text(sysconfig.get_paths()["purelib"] + "\n", encoding="utf-8")
+    environment_with_our_dependencies(env)
     for data in ("share", "etc"):   # JupyterLab's extensions (nbgrader's among them) and their switches
         (env / data).symlink_to(Path(sys.prefix) / data)
 

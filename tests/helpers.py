@@ -1,7 +1,14 @@
 """Shortcuts the tests take through the grader's parts, which the grader itself never needs:
-a notebook run in a sandbox of its own, a unit's scores read back from the gradebook."""
+a notebook run in a sandbox of its own, a unit's scores read back from the gradebook; and the
+copies the tests make of the course: the checkout as `git clone` leaves it, a fresh virtual
+environment that reads the course's dependencies from this one (so no test downloads PyTorch)."""
 from __future__ import annotations
 
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
 from pathlib import Path
 
 from grader import gradebook, sandbox
@@ -23,3 +30,19 @@ def scores(db_url: str, unit: str) -> dict[str, float]:
             return {s.student.id: s.score for s in gb.find_assignment(unit).submissions}
         except MissingEntry:
             return {}
+
+
+# What a copy of the checkout leaves out: what `git clone` would not bring, and what builds leave.
+NOT_CLONED = shutil.ignore_patterns(".git", ".venv", "build", "*.egg-info", "__pycache__", "test-artifacts",
+                                    ".pytest_cache", ".ruff_cache", ".import_linter_cache")
+
+
+def environment_with_our_dependencies(folder: Path) -> Path:
+    """A fresh virtual environment at `folder` that reads the course's dependencies from this one
+    (a .pth file naming this environment's site-packages); its Python."""
+    subprocess.run([sys.executable, "-m", "venv", str(folder)], check=True)
+    python = folder / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
+    site = Path(subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                               check=True, capture_output=True, text=True).stdout.strip())
+    (site / "course-dependencies.pth").write_text(sysconfig.get_paths()["purelib"] + "\n", encoding="utf-8")
+    return python

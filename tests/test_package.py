@@ -14,7 +14,6 @@ import shutil
 import socket
 import subprocess
 import sys
-import sysconfig
 import threading
 import zipfile
 from pathlib import Path
@@ -22,13 +21,13 @@ from pathlib import Path
 import nbformat
 import pytest
 
+from tests.helpers import NOT_CLONED, environment_with_our_dependencies
 from tests.reference import fill_answers
 
 # One worker runs the whole module, so its fixture (a fresh virtual environment with the wheel) is built once.
 pytestmark = pytest.mark.xdist_group("test_package")
 
 ROOT = Path(__file__).resolve().parent.parent
-SKIP = shutil.ignore_patterns(".git", ".venv", "build", "*.egg-info", "__pycache__", "test-artifacts", ".pytest_cache")
 
 
 @pytest.fixture(scope="module")
@@ -39,24 +38,14 @@ def installed(tmp_path_factory) -> Path:
     (they are the same versions, and the suite must not download PyTorch); the course itself comes
     only from the wheel: the repository is on no path of the new environment."""
     tmp = tmp_path_factory.mktemp("package")
-    shutil.copytree(ROOT, tmp / "source", ignore=SKIP)
+    shutil.copytree(ROOT, tmp / "source", ignore=NOT_CLONED)
     pip = [sys.executable, "-m", "pip", "--disable-pip-version-check"]
     subprocess.run([*pip, "wheel", "--quiet", "--no-deps", "-w", str(tmp / "dist"),
                     str(tmp / "source")], check=True, capture_output=True, cwd=tmp)
     wheel = next((tmp / "dist").glob("attention_course-*.whl"))
-    python = _environment(tmp / "venv")
+    python = environment_with_our_dependencies(tmp / "venv")
     subprocess.run([python, "-m", "pip", "install", "--quiet", "--no-deps", "--no-index", str(wheel)],
                    check=True, capture_output=True, cwd=tmp)
-    return python
-
-
-def _environment(folder: Path) -> Path:
-    """A fresh virtual environment that reads the course's dependencies from this one; its Python."""
-    subprocess.run([sys.executable, "-m", "venv", str(folder)], check=True)
-    python = folder / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
-    site = Path(subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                               check=True, capture_output=True, text=True).stdout.strip())
-    (site / "course-dependencies.pth").write_text(sysconfig.get_paths()["purelib"] + "\n", encoding="utf-8")
     return python
 
 
@@ -163,7 +152,7 @@ def test_a_hosted_notebook_installs_the_course_from_its_first_cell(installed, tm
     in one line, and the self-checks import right after, in the same process."""
     wheel = _course_wheel(installed)
     shutil.copy(wheel, tmp_path / wheel.name)
-    bare = _environment(tmp_path / "hosted")
+    bare = environment_with_our_dependencies(tmp_path / "hosted")
     with _serving(tmp_path) as address:
         cell = _install_cell(f"{address}/{wheel.name}#sha256={_sha256(wheel)}")
         done = _run(bare, "-c", cell + "\nfrom grader.selfcheck import check\nprint('self-checks ready')",
@@ -190,7 +179,7 @@ def test_a_hosted_notebook_refuses_a_wheel_that_is_not_the_courses(installed, tm
         other.writestr("attention_course-0.1.0.dist-info/WHEEL",
                        "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n")
         other.writestr("attention_course-0.1.0.dist-info/RECORD", "")
-    bare = _environment(tmp_path / "hosted")
+    bare = environment_with_our_dependencies(tmp_path / "hosted")
     with _serving(served) as address:
         url = f"{address}/{wheel.name}#sha256={_sha256(wheel)}"
         done = _run(bare, "-c", _install_cell(url), cwd=tmp_path)
@@ -208,7 +197,7 @@ def test_a_hosted_notebook_says_in_one_line_when_the_wheel_cannot_be_fetched(ins
         closed.bind(("127.0.0.1", 0))
         port = closed.getsockname()[1]
     url = f"http://127.0.0.1:{port}/{_course_wheel(installed).name}#sha256={'0' * 64}"
-    bare = _environment(tmp_path / "hosted")
+    bare = environment_with_our_dependencies(tmp_path / "hosted")
     done = _run(bare, "-c", _install_cell(url), cwd=tmp_path, env={"PIP_RETRIES": "0"})
     assert done.returncode == 0, done.stderr[-3000:]
     lines = done.stdout.splitlines()
@@ -220,7 +209,7 @@ def test_an_unpublished_course_says_how_to_install_it_and_the_grader_hears_nothi
     """As released (INSTALL_FROM empty), the cell installs nothing: one line says how to install the
     course. Under nbgrader or the course's grader (NBGRADER_EXECUTION), whose sandbox has the
     course's code but not its installed package, it prints nothing, so no feedback starts with it."""
-    bare = _environment(tmp_path / "hosted")
+    bare = environment_with_our_dependencies(tmp_path / "hosted")
     cell = _install_cell("")
     done = _run(bare, "-c", cell, cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-3000:]
