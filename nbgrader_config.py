@@ -9,7 +9,7 @@ import os
 from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor
 from nbgrader.preprocessors import ClearHiddenTests, GetGrades
 
-from grader.i18n import course_language
+from grader.checks.i18n import course_language
 
 c = get_config()  # noqa: F821 (provided by traitlets when it loads this file)
 
@@ -42,4 +42,4 @@ c.OverwriteCells.add_missing_cells = True
 # Feedback reports show the visible self-checks, never the hidden tests.
 c.GenerateFeedback.preprocessors = [GetGrades, CSSHTMLHeaderPreprocessor, ClearHiddenTests]
 # ...with their maths drawn without MathJax or a network, and long lines wrapped (grader/feedback.py).
-c.GenerateFeedback.exporter_class = "grader.feedback.FeedbackExporter"
+c.GenerateFeedback.exporter_class = "grader.grading.feedback.FeedbackExporter"

@@ -14,8 +14,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from grader import i18n
-from grader.i18n import say
+from grader.checks import i18n
+from grader.checks.i18n import say
 
 from . import content, lab, workspace
 
@@ -71,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _lab_or_copy(args: argparse.Namespace, language: str, served: Path | None, options: list[str]) -> int:
-    from grader.progress import progress_file
+    from grader.checks.progress import progress_file
 
     if served is None:
         folder = workspace.prepare(language, args.dir)
@@ -89,7 +89,7 @@ def _lab_or_copy(args: argparse.Namespace, language: str, served: Path | None, o
 def show_progress(folder: Path | None, language: str | None) -> int:
     """Print the record of `folder`, or each record found where workspace.record_folders looks,
     in the language the self-checks spoke (or the edition's, when named); 1 when there is none."""
-    from grader.progress import FILE, progress_file, recorded_language, report
+    from grader.checks.progress import FILE, progress_file, recorded_language, report
 
     looked = [folder] if folder is not None else workspace.record_folders(language)
     records = list(dict.fromkeys(progress_file(f).resolve() for f in looked))

@@ -21,7 +21,7 @@ import os
 import sysconfig
 from pathlib import Path
 
-from grader.i18n import say
+from grader.checks.i18n import say
 
 from . import content
 from .workspace import PREFIX

@@ -13,7 +13,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from grader.i18n import say
+from grader.checks.i18n import say
 
 from . import content
 
@@ -31,7 +31,7 @@ class Copy:
     kept: list[str] = field(default_factory=list)      # changed by the learner, and so is the file beside it
 
     def lines(self) -> list[str]:
-        """What to tell the learner, in the language of the messages (grader.i18n)."""
+        """What to tell the learner, in the language of the messages (grader.checks.i18n)."""
         out = []
         if self.new:
             out.append(say("{count} notebooks copied into {folder}", count=len(self.new), folder=self.folder))

@@ -42,16 +42,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 import nbformat  # noqa: E402
 from reference import answers, reference_namespace, student_notebook  # noqa: E402
 
-from grader import (  # noqa: E402
-    course,
-    gradebook,
-    notebook,  # noqa: E402
-)
-from grader.feedback import Feedback  # noqa: E402
+from grader import course, notebook  # noqa: E402
+from grader.checks.selfcheck import check  # noqa: E402
 from grader.fixtures import FOLDER as FIXTURES  # noqa: E402
-from grader.grade import grade_notebook  # noqa: E402
-from grader.selfcheck import check  # noqa: E402
-from grader.stopwatch import Step, Stopwatch  # noqa: E402
+from grader.grading import gradebook  # noqa: E402
+from grader.grading.feedback import Feedback  # noqa: E402
+from grader.grading.grade import grade_notebook  # noqa: E402
+from grader.grading.stopwatch import Step, Stopwatch  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOK_OWN = ("the notebook's imports", "cells", "self-checks", "hidden checks' calls")
@@ -170,8 +167,8 @@ def _busy_seconds() -> float:
 def class_times(rounds: int = 1, cell_seconds: int = 30) -> None:
     """Grade the mixed class with 1 worker and with 2, in `rounds` alternating rounds (the order
     swapped each round); then kill a run half-way and resume it."""
-    from grader import settings
-    from grader.batch import grade_folder
+    from grader.grading import settings
+    from grader.grading.batch import grade_folder
 
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
@@ -234,7 +231,8 @@ def cli_against_nbgrader(rounds: int) -> None:
                        capture_output=True)
         commands = {"grader": [sys.executable, "-m", "grader", "grade", str(path), "--json"],
                     "nbgrader": nbgrader + ["autograde", unit, "--force", *folders],
-                    "imports": [sys.executable, "-c", "import grader.cli, grader.grade, grader.sandbox"]}
+                    "imports": [sys.executable, "-c",
+                                "import grader.cli, grader.grading.grade, grader.grading.sandbox"]}
         times: dict[str, list[float]] = {name: [] for name in commands}
         cpu: dict[str, list[float]] = {name: [] for name in commands}
         for _ in range(rounds):

@@ -8,11 +8,11 @@ import sys
 from pathlib import Path
 
 from . import course
-from .shards import ShardError, chosen_shard, parse_shard
+from .grading.shards import ShardError, chosen_shard, parse_shard
 
 
 def _release(args) -> int:
-    from .release import release
+    from .authoring.release import release
 
     problems = release(check=args.check, units=args.units or None)
     for problem in problems:
@@ -27,7 +27,7 @@ def _release(args) -> int:
 
 
 def _grade(args) -> int:
-    from . import sandbox, settings
+    from .grading import sandbox, settings
 
     path = Path(args.path)
     if not path.exists():
@@ -54,18 +54,18 @@ def _grade(args) -> int:
         print("\n".join([rule, *("WARNING: " + line for line in jail.description.splitlines()), rule]),
               file=sys.stderr)
     if path.is_file():
-        from .grade import grade_notebook
+        from .grading.grade import grade_notebook
 
         result = grade_notebook(path, args.unit, config.limits)
         print(json.dumps(result.to_json(), indent=2) if args.json else _summary(result))
         return 0
-    from .batch import grade_folder, table
+    from .grading.batch import grade_folder, table
 
     course_root = Path(args.course_dir) if args.course_dir else path.resolve().parent
     results, graded_now = grade_folder(path, course_root, config, shard=shard, regrade=args.regrade,
                                        progress=not args.json)
     if args.report:
-        from .report import write_report
+        from .grading.report import write_report
 
         write_report(results, Path(args.report))
     if args.json:
@@ -133,7 +133,7 @@ def main(argv: list[str] | None = None) -> int:
 
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["hub"]:
-        from .hub import main as hub
+        from .classroom.hub import main as hub
 
         return hub(argv[1:])
     args = parser.parse_args(argv)

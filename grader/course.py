@@ -64,7 +64,7 @@ def units() -> list[str]:
 
 
 def source_text(unit: str) -> Path:
-    """The one source of a unit that people edit (see grader.source)."""
+    """The one source of a unit that people edit (see grader.authoring.source)."""
     return SOLUTIONS / unit / f"{unit}.py"
 
 

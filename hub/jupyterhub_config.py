@@ -16,8 +16,8 @@ sets: COURSE_HUB_STATE (the exchange and the hub's own database), COURSE_HUB_BIN
 import os
 from pathlib import Path
 
-from grader import hub
-from grader.i18n import course_language
+from grader.checks.i18n import course_language
+from grader.classroom import hub
 
 c = get_config()  # noqa: F821 (provided by traitlets when it loads this file)
 

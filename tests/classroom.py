@@ -29,7 +29,7 @@ from pathlib import Path
 import accounts
 from helpers import NOT_CLONED, environment_with_our_dependencies
 
-from grader import hub
+from grader.classroom import hub
 
 UNIT = "01_dot_product"
 

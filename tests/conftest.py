@@ -9,8 +9,8 @@ from postgres import postgres_database, postgres_server, postgres_url  # noqa: F
 @pytest.fixture(autouse=True)
 def _no_progress_file_in_the_repository(monkeypatch, tmp_path_factory):
     """Tests that run self-checks from the repository's root keep the learner's progress file
-    (grader.progress) in a temporary folder instead; tests that choose a folder keep it there."""
-    from grader import progress
+    (grader.checks.progress) in a temporary folder instead; tests that choose a folder keep it there."""
+    from grader.checks import progress
 
     real = progress.progress_file
     root = Path(__file__).resolve().parent.parent

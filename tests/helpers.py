@@ -11,8 +11,8 @@ import sys
 import sysconfig
 from pathlib import Path
 
-from grader import gradebook, sandbox
-from grader.settings import Limits
+from grader.grading import gradebook, sandbox
+from grader.grading.settings import Limits
 
 
 def execute(notebook, workdir: Path, limits: Limits) -> sandbox.Outcome:

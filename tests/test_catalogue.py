@@ -10,8 +10,8 @@ import catalogue
 import pytest
 from reference import answers, exercise_for, reference_namespace
 
-from grader.selfcheck import check
-from grader.spec import CheckFailed, collect, evaluate, learner_side_source, load_call
+from grader.checks.selfcheck import check
+from grader.checks.spec import CheckFailed, collect, evaluate, learner_side_source, load_call
 
 ENTRIES = []
 for info in pkgutil.iter_modules(catalogue.__path__):
@@ -45,7 +45,7 @@ def hidden_messages(unit: str, answer: str, namespace: dict) -> list[str]:
 
 
 def selfcheck_messages(unit: str, answer: str, namespace: dict) -> list[str]:
-    from grader.selfcheck import entries_for
+    from grader.checks.selfcheck import entries_for
 
     exercise = exercise_for(unit, answer)
     messages = []
@@ -83,8 +83,9 @@ def test_alternative_keeps_full_marks(unit, entry, capsys):
 def test_a_catalogued_mistake_gets_its_message_in_chinese(unit, monkeypatch):
     """The Chinese edition's hidden checks name a catalogued mistake with the translation of
     its English message (the first mistake of the unit whose message is a plain string)."""
-    from grader import course, notebook, translation
-    from grader.spec import call_learner, judge_all
+    from grader import course, notebook
+    from grader.authoring import translation
+    from grader.checks.spec import call_learner, judge_all
 
     table = translation.table(translation.load("zh", unit))
 

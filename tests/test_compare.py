@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from grader.compare import (
+from grader.checks.compare import (
     Exact,
     Float,
     Frequencies,
@@ -18,7 +18,7 @@ from grader.compare import (
     judge_to_plain,
     tensor_message,
 )
-from grader.spec import load_params, to_plain
+from grader.checks.spec import load_params, to_plain
 
 WANT = torch.tensor([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]])
 
@@ -53,7 +53,7 @@ def test_wrong_values_get_a_message_naming_the_problem(got, expected):
 
 
 def test_an_error_names_where_it_was_raised_and_code_not_written_yet_says_to_run_its_cell():
-    from grader.compare import NotWritten, error_message
+    from grader.checks.compare import NotWritten, error_message
 
     # An error without a text ends at its location, with no colon after it.
     assert error_message({"__error__": "ValueError", "where": "attend", "line": 2}) == \
@@ -150,8 +150,8 @@ def test_load_params_lists_expected_and_found_names():
 def test_an_error_value_of_another_form_reads_plainly():
     """A result is plain data from the learner's process, which learner code could forge: a
     location of another kind is left out rather than break the verdict."""
-    from grader.compare import error_message
-    from grader.spec import failure_text
+    from grader.checks.compare import error_message
+    from grader.checks.spec import failure_text
 
     assert error_message({"__error__": "ValueError: no", "where": 5, "line": "3"}) == "it raised ValueError: no"
     assert failure_text("f", "one", error_message({"__error__": "NotImplementedError", "where": ["x"]})) == \

@@ -147,7 +147,7 @@ FILE_SUFFIXES = {"po", "py", "json", "md", "txt", "tsv"}
 
 
 def test_every_grader_module_the_docs_name_exists():
-    """`grader.lms.CanvasExport`, `grader.selfcheck`: the module is a file of the package."""
+    """`grader.lms.CanvasExport`, `grader.checks.selfcheck`: the module is a file or a folder of the package."""
     missing = []
     for page in PAGES:
         for code in _code(page.read_text(encoding="utf-8")):

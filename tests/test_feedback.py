@@ -1,4 +1,4 @@
-"""The feedback page a learner opens (nbgrader's generate_feedback with grader.feedback's exporter):
+"""The feedback page a learner opens (nbgrader's generate_feedback with grader.grading.feedback's exporter):
 its maths drawn with no script and no network, and the line that names a mistake wrapped, not cut."""
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from bs4 import BeautifulSoup
 from nbconvert.filters.markdown_mistune import IPythonRenderer, MarkdownWithMath
 
 from grader import course
-from grader.feedback import FeedbackExporter, mathml
+from grader.grading.feedback import FeedbackExporter, mathml
 
 ROOT = Path(__file__).resolve().parent.parent
 CHROMIUM = os.environ.get("CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")

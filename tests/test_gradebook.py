@@ -13,8 +13,9 @@ import sys
 import pytest
 from helpers import scores
 
-from grader import course, gradebook, notebook
-from grader.results import ExerciseResult, NotebookResult
+from grader import course, notebook
+from grader.grading import gradebook
+from grader.grading.results import ExerciseResult, NotebookResult
 
 UNIT = "01_dot_product"
 CHECKS = ["u01_dot_product_check", "u01_attention_scores_for_check",
@@ -40,7 +41,7 @@ def result(student: str, points: list[float]) -> NotebookResult:
 
 
 def test_importing_the_gradebook_changes_no_environment_variable():
-    script = ("import json, os; before = dict(os.environ); import grader.gradebook; "
+    script = ("import json, os; before = dict(os.environ); import grader.grading.gradebook; "
               "print(json.dumps(sorted(k for k in {**before, **os.environ} if before.get(k) != os.environ.get(k))))")
     env = {k: v for k, v in os.environ.items() if k not in ("JUPYTER_PLATFORM_DIRS",)}
     env["PATH"] = "/usr/bin:/bin"   # this Python's folder not on it: what nbgrader_environment would add
@@ -50,7 +51,7 @@ def test_importing_the_gradebook_changes_no_environment_variable():
 
 
 def test_the_default_gradebook_is_the_course_folders(tmp_path):
-    from grader import settings
+    from grader.grading import settings
 
     assert course.gradebook_url(tmp_path) == f"sqlite:///{tmp_path / 'gradebook.db'}"
     assert settings.Settings(settings.Limits(), 1).gradebook_url(tmp_path) == course.gradebook_url(tmp_path)

@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from grader import course, hub
+from grader import course
+from grader.classroom import hub
 
 ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0 or not shutil.which("runuser"),

@@ -22,8 +22,8 @@ from pathlib import Path
 
 import pytest
 
-from grader import torch_index
-from grader.torch_index import CPU_INDEX, PROBE_SECONDS, torch_pip_arguments, wanted_index
+from grader.classroom import torch_index
+from grader.classroom.torch_index import CPU_INDEX, PROBE_SECONDS, torch_pip_arguments, wanted_index
 
 ROOT = Path(__file__).resolve().parent.parent
 SYSTEM_PATH = "/usr/bin:/bin"
@@ -82,9 +82,9 @@ def _run_course(tmp_path: Path, branch: str, env: dict[str, str], gpu: bool = Fa
     """`./course <branch>` in a copy of the repository's script, rule and dependency list, whose
     .venv/bin/python records each call. Returns (the finished process, the calls, seconds)."""
     copy = tmp_path / "repository"
-    (copy / "grader").mkdir(parents=True)
+    (copy / "grader" / "classroom").mkdir(parents=True)
     shutil.copy(ROOT / "course", copy / "course")
-    shutil.copy(ROOT / "grader" / "torch_index.py", copy / "grader")
+    shutil.copy(ROOT / "grader" / "classroom" / "torch_index.py", copy / "grader" / "classroom")
     shutil.copy(ROOT / "pyproject.toml", copy)
     calls = tmp_path / "calls"
     fake = copy / ".venv" / "bin" / "python"

@@ -1,4 +1,4 @@
-"""COURSE_LANG means one thing everywhere: one parser reads it (grader.i18n), and every setting
+"""COURSE_LANG means one thing everywhere: one parser reads it (grader.checks.i18n), and every setting
 that depends on it (the grader's messages, nbgrader's edition, the hub's menus) asks that parser."""
 from __future__ import annotations
 
@@ -6,7 +6,8 @@ import ast
 
 import pytest
 
-from grader import course, i18n
+from grader import course
+from grader.checks import i18n
 
 CHINESE = ["zh", "ZH", "zh_CN.UTF-8", "zh-Hans", " zh "]
 ENGLISH = ["en", "EN", "en_US.UTF-8", "fr"]
@@ -62,4 +63,5 @@ def test_nothing_else_parses_course_lang():
     readers = [str(path.relative_to(course.ROOT)) for path in files
                if "COURSE_LANG" in (text := path.read_text(encoding="utf-8"))
                and any(_reads_course_lang(node) for node in ast.walk(ast.parse(text)))]
-    assert readers == ["grader/i18n.py"], f"read COURSE_LANG with grader.i18n.course_language instead: {readers}"
+    assert readers == ["grader/checks/i18n.py"], \
+        f"read COURSE_LANG with grader.checks.i18n.course_language instead: {readers}"

@@ -53,9 +53,9 @@ def test_a_broken_import_contract_names_the_import(tmp_path):
     for package in ("grader", "attention_course"):
         shutil.copytree(course.ROOT / package, tmp_path / package, ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy(course.ROOT / ".importlinter", tmp_path)
-    with open(tmp_path / "grader" / "selfcheck.py", "a", encoding="utf-8") as source:
-        source.write("\n\ndef _peek():\n    from . import grade  # noqa: F401\n")
+    with open(tmp_path / "grader" / "checks" / "selfcheck.py", "a", encoding="utf-8") as source:
+        source.write("\n\ndef _peek():\n    from ..grading import grade  # noqa: F401\n")
     out = _lint_imports(tmp_path)
     assert out.returncode != 0
-    assert "grader.selfcheck is not allowed to import grader.grade" in out.stdout
-    assert "grader.selfcheck -> grader.grade (l." in out.stdout
+    assert "grader.checks.selfcheck is not allowed to import grader.grading.grade" in out.stdout
+    assert "grader.checks.selfcheck -> grader.grading.grade (l." in out.stdout

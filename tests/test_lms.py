@@ -12,9 +12,10 @@ from pathlib import Path
 import pytest
 from helpers import scores
 
-from grader import course, gradebook, notebook
+from grader import course, notebook
+from grader.grading import gradebook
+from grader.grading.results import ExerciseResult, NotebookResult
 from grader.lms import number
-from grader.results import ExerciseResult, NotebookResult
 
 # One worker runs the whole module, so its fixture (a graded gradebook) is built once.
 pytestmark = pytest.mark.xdist_group("test_lms")

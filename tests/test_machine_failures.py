@@ -22,10 +22,11 @@ import pytest
 from helpers import scores
 from reference import answers, student_notebook
 
-from grader import course, grade, sandbox
-from grader.batch import grade_folder, table
-from grader.report import write_report
-from grader.settings import Limits, Settings
+from grader import course
+from grader.grading import grade, sandbox
+from grader.grading.batch import grade_folder, table
+from grader.grading.report import write_report
+from grader.grading.settings import Limits, Settings
 
 UNIT = "01_dot_product"
 FULL = 5.0
@@ -129,8 +130,8 @@ THIEF = """
 import sys, tempfile, threading, time
 from pathlib import Path
 import nbformat
-from grader import sandbox
-from grader.settings import Limits
+from grader.grading import sandbox
+from grader.grading.settings import Limits
 
 limits = Limits(cell_seconds=60, notebook_seconds=120)
 BOMB = ("import threading, time\\nn = 0\\ntry:\\n    while True:\\n"

@@ -8,8 +8,9 @@ import nbformat
 import pytest
 from reference import student_notebook
 
-from grader import course, notebook, preflight
-from grader.settings import Limits
+from grader import course, notebook
+from grader.grading import preflight
+from grader.grading.settings import Limits
 
 UNIT = "01_dot_product"
 TEST = "u01_dot_product_check"

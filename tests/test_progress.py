@@ -9,9 +9,9 @@ import pytest
 import torch
 
 from attention_course import cli, content, workspace
-from grader import i18n, progress
-from grader.selfcheck import check, exercises
-from grader.spec import CheckFailed
+from grader.checks import i18n, progress
+from grader.checks.selfcheck import check, exercises
+from grader.checks.spec import CheckFailed
 
 ROOT = Path(__file__).resolve().parent.parent
 

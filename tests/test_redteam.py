@@ -36,8 +36,9 @@ import nbformat
 import pytest
 from reference import answers, student_notebook
 
-from grader import course, notebook, sandbox
-from grader.spec import collect, learner_side_source
+from grader import course, notebook
+from grader.checks.spec import collect, learner_side_source
+from grader.grading import sandbox
 
 # Without the sandbox these submissions would really write into the repository, read the
 # solutions and fork-bomb the machine: the red team runs only where bubblewrap works.
@@ -210,14 +211,14 @@ get_ipython().ast_transformers.append(NoAssert())
 """ + WRONG
 
 PATCHED_COMPARISONS = """import math, numpy, numpy.testing, torch, torch.testing
-import grader.compare, grader.spec
+import grader.checks.compare, grader.checks.spec
 numpy.testing.assert_allclose = lambda *a, **k: None
 numpy.allclose = lambda *a, **k: True
 torch.testing.assert_close = lambda *a, **k: None
 torch.allclose = lambda *a, **k: True
 math.isclose = lambda *a, **k: True
-grader.compare.close = lambda *a, **k: True
-grader.spec.judge_all = lambda *a, **k: None
+grader.checks.compare.close = lambda *a, **k: True
+grader.checks.spec.judge_all = lambda *a, **k: None
 """ + WRONG
 
 LIAR_TENSOR = """import torch
@@ -684,7 +685,7 @@ def test_a_forged_results_file_cannot_stall_the_grader(tmp_path):
         import resource, sys, torch
         resource.setrlimit(resource.RLIMIT_AS, (2 * 2**30, 2 * 2**30))
         from pathlib import Path
-        from grader import grade
+        from grader.grading import grade
         x = [0.5] * 1000
         for _ in range(4):
             x = [x] * 1000

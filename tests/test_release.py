@@ -13,9 +13,7 @@ import struct
 import pytest
 
 from grader import course, notebook
-from grader.compare import EPS32
-from grader.fixtures import FOLDER as FIXTURES
-from grader.release import (
+from grader.authoring.release import (
     FIXTURE_STEPS,
     call_problems,
     install_cell_problems,
@@ -23,6 +21,8 @@ from grader.release import (
     release,
     same_fixture,
 )
+from grader.checks.compare import EPS32
+from grader.fixtures import FOLDER as FIXTURES
 
 
 def test_student_notebooks_and_fixtures_are_in_sync_with_the_solutions():
@@ -40,7 +40,7 @@ def test_student_notebook_has_no_solutions_or_hidden_tests(unit):
 
 @pytest.mark.parametrize("unit", course.units())
 def test_every_exercise_has_points_a_self_check_and_hidden_specs(unit):
-    from grader.spec import collect
+    from grader.checks.spec import collect
 
     exercises = notebook.exercises(notebook.read(course.source_notebook(unit)))
     assert exercises

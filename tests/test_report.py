@@ -1,8 +1,8 @@
 """The class report: one self-contained HTML file with charts, mistakes and problems, escaped."""
 from __future__ import annotations
 
-from grader.report import pass_rates, write_report
-from grader.results import ExerciseResult, NotebookResult
+from grader.grading.report import pass_rates, write_report
+from grader.grading.results import ExerciseResult, NotebookResult
 
 
 def _result(student: str, unit: str, passed: list[bool], mistake: str | None = None, **kw) -> NotebookResult:

@@ -11,8 +11,9 @@ import pytest
 from helpers import execute
 from reference import student_notebook
 
-from grader import course, sandbox
-from grader.settings import Limits
+from grader import course
+from grader.grading import sandbox
+from grader.grading.settings import Limits
 
 PROBE = """
 import json, os, socket, sys

@@ -51,7 +51,7 @@ def test_nbformat_imports_without_compiling_grammars():
 def test_environment_yml_takes_pytorchs_cpu_build_as_the_course_does_without_a_gpu():
     """conda cannot ask whether a GPU is there: its pip list adds the CPU index that ./course adds
     on a machine without one, the same address, and no other pip option."""
-    from grader.torch_index import CPU_INDEX
+    from grader.classroom.torch_index import CPU_INDEX
 
     options = [r for r in _pip_section_of_environment_yml() if r.startswith("-")]
     assert options == [f"--extra-index-url {CPU_INDEX}"]
@@ -85,7 +85,7 @@ def test_readme_gives_the_learners_install_on_every_system_and_a_hosted_notebook
                   "INSTALL_FROM", "attention_course/__init__.py"):
         assert words in readme, words
     from attention_course import INSTALL_FROM
-    from grader.release import install_from_problem
+    from grader.authoring.release import install_from_problem
 
     assert install_from_problem(INSTALL_FROM) is None and "#sha256=" in readme   # how to pin the wheel
 

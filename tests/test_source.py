@@ -8,7 +8,8 @@ import difflib
 import nbformat
 import pytest
 
-from grader import course, notebook, source
+from grader import course, notebook
+from grader.authoring import source
 
 UNIT = "01_dot_product"
 

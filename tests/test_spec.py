@@ -8,12 +8,12 @@ from pathlib import Path
 
 import torch
 
-import grader.inputs
-from grader.spec import Case, Number, Spec, attempt, collect, evaluate, run
+import grader.checks.inputs
+from grader.checks.spec import Case, Number, Spec, attempt, collect, evaluate, run
 
 REGION = '''
 import torch
-from grader.spec import Case, Mistake, Number, Spec, run
+from grader.checks.spec import Case, Mistake, Number, Spec, run
 
 
 def double_examples():
@@ -88,7 +88,7 @@ ANSWERS = {"softmax", "log_softmax", "matmul", "bmm", "einsum", "mm", "mv", "dot
 
 
 def test_the_shared_inputs_hold_no_reference_answer():
-    tree = ast.parse(inspect.getsource(grader.inputs))
+    tree = ast.parse(inspect.getsource(grader.checks.inputs))
     operators = [n for n in ast.walk(tree) if isinstance(n, ast.BinOp) and isinstance(n.op, ast.MatMult)]
     used = {n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute)} | \
            {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
@@ -103,7 +103,7 @@ def test_dropout_seen_records_what_dropout_is_applied_to_however_the_calls_are_s
     from torch import nn
     from torch.nn import functional as F
 
-    from grader.spec import dropout_seen
+    from grader.checks.spec import dropout_seen
 
     weights = torch.softmax(torch.randn(2, 3, 4, 4), dim=-1)          # (B, H, T, T)
     fused, per_head, in_eval = nn.Dropout(0.5).train(), nn.Dropout(0.5).train(), nn.Dropout(0.5).eval()
@@ -135,8 +135,8 @@ def test_dropout_seen_records_what_dropout_is_applied_to_however_the_calls_are_s
 def test_errors_name_the_learner_function_and_a_module_of_another_form_reads_plainly():
     from torch import nn
 
-    from grader.compare import error_message
-    from grader.spec import build
+    from grader.checks.compare import error_message
+    from grader.checks.spec import build
 
     source = "def sample(x):\n    raise RuntimeError('bad probabilities')\ndef generate(x):\n    return sample(x)\n"
     scope: dict = {}

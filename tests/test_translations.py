@@ -12,8 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from grader import course, i18n, notebook, translation
-from grader.release import same_fixture
+from grader import course, notebook
+from grader.authoring import translation
+from grader.authoring.release import same_fixture
+from grader.checks import i18n
 
 LANGUAGE = "zh"
 
@@ -84,7 +86,7 @@ def test_the_editions_check_the_same_values(unit):
 def test_the_grader_speaks_the_language_asked_for(monkeypatch):
     import torch
 
-    from grader.compare import Tensor
+    from grader.checks.compare import Tensor
 
     monkeypatch.delenv("COURSE_LANG", raising=False)
     wrong_shape = Tensor()(torch.zeros(2, 3), torch.zeros(3, 2), [])
@@ -97,8 +99,8 @@ def test_the_grader_speaks_the_language_asked_for(monkeypatch):
 
 
 def test_a_chinese_self_check_names_the_mistake_in_chinese(monkeypatch):
-    from grader.selfcheck import check
-    from grader.spec import CheckFailed
+    from grader.checks.selfcheck import check
+    from grader.checks.spec import CheckFailed
 
     monkeypatch.setenv("COURSE_LANG", LANGUAGE)
 
@@ -117,8 +119,8 @@ def test_a_chinese_self_check_says_where_an_error_was_raised_and_what_is_not_wri
     """The location of an error is worded in Chinese (no English "in dot_product" inside it, as
     the f-string once left); code not written yet gets no case, and an exercise that uses one
     not written yet names that one."""
-    from grader.selfcheck import check
-    from grader.spec import CheckFailed
+    from grader.checks.selfcheck import check
+    from grader.checks.spec import CheckFailed
 
     monkeypatch.setenv("COURSE_LANG", LANGUAGE)
     monkeypatch.chdir(tmp_path)   # where a self-check may keep the learner's progress

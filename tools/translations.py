@@ -18,7 +18,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from grader import source, translation  # noqa: E402
+from grader.authoring import source, translation  # noqa: E402
 
 
 def to_json(language: str, unit: str, path: Path) -> None:

@@ -3,7 +3,7 @@ the class's exchange, which the hub names in COURSE_EXCHANGE, and nbgrader's exc
 for a root that only root may change (see grader/exchange.py)."""
 import os
 
-from grader.exchange import FACTORY
+from grader.classroom.exchange import FACTORY
 
 c = get_config()  # noqa: F821 (provided by traitlets when it loads this file)
 load_subconfig(os.path.join(os.path.dirname(__file__), "..", "..", "nbgrader_config.py"))  # noqa: F821

@@ -19,7 +19,8 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from . import course, gradebook
+from .. import course
+from . import gradebook
 from .feedback import Feedback
 from .results import NotebookResult
 from .settings import Limits

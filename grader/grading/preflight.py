@@ -15,7 +15,7 @@ from pathlib import Path
 
 import nbformat
 
-from . import course, notebook
+from .. import course, notebook
 from .settings import Limits
 
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import torch
 
-from .spec import attempt, load_call
+from ..checks.spec import attempt, load_call
 
 
 def run_calls(source: str, name: str, inputs_path: str, outputs_path: str, namespace: dict[str, Any]) -> None:

@@ -18,7 +18,7 @@ class Step:
 @dataclass
 class Stopwatch:
     steps: list[Step] = field(default_factory=list)
-    sandbox: Any = None   # a sandbox's own record of its time (grader.sandbox.Timing), when one ran
+    sandbox: Any = None   # a sandbox's own record of its time (grader.grading.sandbox.Timing), when one ran
 
     @contextlib.contextmanager
     def step(self, name: str) -> Iterator[None]:

@@ -32,9 +32,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import notebook
+from .. import notebook
 
-TRANSLATIONS = Path(__file__).resolve().parent.parent / "translations"
+TRANSLATIONS = Path(__file__).resolve().parent.parent.parent / "translations"
 LANGUAGES = ("zh",)
 GRADER = "grader"   # the catalogue of the grader's own messages: translations/<language>/grader.po
 PO_LANGUAGE = {"zh": "zh_CN"}
@@ -302,14 +302,16 @@ def _string_span(node: ast.expr, tokens, code: str, at, where: str, shown: bool,
 
 def grader_texts() -> list[Text]:
     """The grader's own messages, and the learner's launcher's (attention_course): the templates
-    of their `say(...)` calls (see grader.i18n)."""
-    package = Path(__file__).resolve().parent
+    of their `say(...)` calls (see grader.checks.i18n)."""
+    package = Path(__file__).resolve().parent.parent
     launcher = package.parent / "attention_course"
     found: dict[str, Text] = {}
-    for path in [*sorted(package.glob("*.py")), *sorted(launcher.glob("*.py"))]:
+    modules = sorted((p for p in package.rglob("*.py") if "fixtures" not in p.relative_to(package).parts),
+                     key=lambda p: p.name)
+    for path in [*modules, *sorted(launcher.glob("*.py"))]:
         tree = ast.parse(path.read_text(encoding="utf-8"))
         # Where: the file alone, so that moving code around does not make the catalogue stale.
-        where = path.name if path.parent == package else f"{launcher.name}/{path.name}"
+        where = path.name if package in path.parents else f"{launcher.name}/{path.name}"
         for node in sorted((n for n in ast.walk(tree) if isinstance(n, ast.Call)), key=lambda n: n.lineno):
             if isinstance(node.func, ast.Name) and node.func.id == "say" \
                     and node.args and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str):

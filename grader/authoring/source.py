@@ -57,7 +57,7 @@ def to_notebook(path: Path) -> nbformat.NotebookNode:
 
 def unit_notebook(unit: str) -> nbformat.NotebookNode:
     """The source notebook of `unit`, made from its .py file as it is now."""
-    from . import course
+    from .. import course
 
     path = course.source_text(unit)
     if not path.is_file():

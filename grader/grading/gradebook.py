@@ -10,7 +10,7 @@ import warnings
 from collections.abc import Iterator
 from pathlib import Path
 
-from . import course
+from .. import course
 from .results import NotebookResult
 
 # The key of the PostgreSQL advisory lock that register_units holds (any fixed 64-bit number).

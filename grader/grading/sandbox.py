@@ -1,6 +1,6 @@
 """Run a notebook's cells in a confined process: bubblewrap, plus limits on time and resources.
 
-`Sandbox(workdir, limits).run(notebook)` runs `python -m grader.runner` inside
+`Sandbox(workdir, limits).run(notebook)` runs `python -m grader.grading.runner` inside
 bubblewrap when it works on this machine:
 - a user id of its own: run as root, the grader enters the sandbox as root and drops to an
   unused user id (one per worker) with setpriv, so the kernel's checks of file permissions and
@@ -16,7 +16,7 @@ on the size of `workdir`; the runner caps each cell's output. Without bubblewrap
 limits apply, and `confinement()` says so loudly; when the kernel refuses bubblewrap its
 namespaces (Ubuntu's AppArmor restriction, Debian's sysctl), it also says how to allow them.
 
-The runner (`grader.runner`) saves the executed notebook after every cell, so whatever happens
+The runner (`grader.grading.runner`) saves the executed notebook after every cell, so whatever happens
 (an endless loop, a crash, `os._exit`, running out of memory) the cells that finished keep
 their outputs. A sandbox that fails before the notebook's first cell (its kernel could not
 start: the machine's fault, no learner code ran) says so in `Outcome.started`.
@@ -40,13 +40,13 @@ from pathlib import Path
 
 import nbformat
 
-from . import i18n
-from .i18n import say
+from ..checks import i18n
+from ..checks.i18n import say
 from .runner import STARTUP_FAILED, capped_notice
 from .settings import Limits, MiB
 
 NOBODY = 65534
-PACKAGE = Path(__file__).resolve().parent
+PACKAGE = Path(__file__).resolve().parent.parent   # the grader package, all of it
 
 
 @dataclass
@@ -353,7 +353,7 @@ class Sandbox:
             # /dev/shm lives in it, so that the watchdog's cap on files counts what is written there
             prefix[-1:-1] = [*_parents(self.workdir, set()), "--bind", str(self.workdir), str(self.workdir),
                              "--bind", str(shm), "/dev/shm", "--chdir", str(self.workdir)]
-        command = prefix + suffix + [sys.executable, "-m", "grader.runner", str(self.src),
+        command = prefix + suffix + [sys.executable, "-m", "grader.grading.runner", str(self.src),
                                      str(self.workdir / "executed.ipynb"), str(limits.cell_seconds),
                                      str(limits.startup_seconds), str(limits.output_bytes), ",".join(warm),
                                      str(inside)]

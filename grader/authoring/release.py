@@ -1,7 +1,7 @@
-"""Make everything else from the units' sources, solutions/<unit>/<unit>.py (see grader.source):
+"""Make everything else from the units' sources, solutions/<unit>/<unit>.py (see grader.authoring.source):
 nbgrader's source notebooks beside them, the learner's notebooks/ (via nbgrader
 generate_assignment) and the self-check fixtures (the oracle run on each check's examples), and
-the same for every other edition, translated from the English source (see grader.translation):
+the same for every other edition, translated from the English source (see grader.authoring.translation):
 solutions-<language>/, notebooks-<language>/ and grader/fixtures/<language>/."""
 from __future__ import annotations
 
@@ -16,10 +16,11 @@ from typing import Any
 import nbformat
 import torch
 
-from . import course, notebook, source, translation
-from .compare import DEFAULT_TOL, EPS32, judge_to_plain
-from .selfcheck import encode
-from .spec import call_reads, collect, expected, learner_side_source, region_imports
+from .. import course, notebook
+from ..checks.compare import DEFAULT_TOL, EPS32, judge_to_plain
+from ..checks.selfcheck import encode
+from ..checks.spec import call_reads, collect, expected, learner_side_source, region_imports
+from . import source, translation
 
 
 def fixtures(source_nb) -> dict[str, Any]:

@@ -35,7 +35,9 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import course, i18n, torch_index
+from .. import course
+from ..checks import i18n
+from . import torch_index
 
 HUB = course.ROOT / "hub"
 STATE = Path("/srv/attention-course")

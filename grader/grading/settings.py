@@ -10,7 +10,7 @@ import os
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from . import course
+from .. import course
 
 MiB = 2**20
 

@@ -19,14 +19,16 @@ from typing import TYPE_CHECKING, Any
 
 import nbformat
 
-from . import course, i18n, notebook, preflight, sandbox, settings
-from .i18n import say
+from .. import course, notebook
+from ..checks import i18n
+from ..checks.i18n import say
+from . import preflight, sandbox, settings
 from .results import ExerciseResult, NotebookResult
 from .settings import Limits
 from .stopwatch import Stopwatch
 
 if TYPE_CHECKING:
-    from .spec import Spec
+    from ..checks.spec import Spec
 
 
 @functools.cache
@@ -37,7 +39,7 @@ def _source(unit: str, language: str = "en"):
 @functools.cache
 def _specs(unit: str, grade_id: str, language: str = "en") -> tuple[tuple[Spec, str], ...]:
     """The specs of one exercise, in the edition of `language`, with the learner-side source of each."""
-    from .spec import collect, learner_side_source
+    from ..checks.spec import collect, learner_side_source
 
     exercise = next(e for e in notebook.exercises(_source(unit, language)) if e.grade_id == grade_id)
     return tuple((spec, learner_side_source(exercise.hidden, spec)) for spec in collect(exercise.hidden))
@@ -65,7 +67,7 @@ def grade_notebook(path: Path, unit: str | None = None, limits: Limits | None = 
                    student: str | None = None, autograded: Path | None = None,
                    stopwatch: Stopwatch | None = None) -> NotebookResult:
     """Grade one notebook; never raises for a bad submission (the reason goes in `error`).
-    `limits` default to grader.settings.load()'s. With `autograded`, also write the notebook as
+    `limits` default to grader.grading.settings.load()'s. With `autograded`, also write the notebook as
     it ran, with the verdicts, to that path. `stopwatch` records the time of each step.
 
     A sandbox that fails before the notebook's first cell runs (its kernel could not start: the
@@ -153,7 +155,7 @@ def warm_modules(unit: str, language: str = "en") -> tuple[str, ...]:
                 found += [alias.name for alias in node.names]
             elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
                 found.append(node.module)
-    return tuple(dict.fromkeys(found + ["grader.harness"]))
+    return tuple(dict.fromkeys(found + ["grader.grading.harness"]))
 
 
 def _build(nb, unit: str, language: str, workdir: Path):
@@ -161,7 +163,7 @@ def _build(nb, unit: str, language: str, workdir: Path):
     released version, each test cell followed by the calls of its hidden checks."""
     import torch
 
-    from .spec import call_inputs
+    from ..checks.spec import call_inputs
     release = {notebook.grade_id(c): c for c in preflight.released(unit, language).cells if notebook.grade_id(c)}
     tests = [e.grade_id for e in notebook.exercises(_source(unit, language))]
     cells, seen, jobs = [], set(), {}
@@ -177,7 +179,7 @@ def _build(nb, unit: str, language: str, workdir: Path):
             jobs[(gid, k)] = (spec, cases, outputs)
             calls.append(f"_grader_harness.run_calls({source!r}, {spec.call.__name__!r}, "
                          f"{inputs.name!r}, {outputs.name!r}, globals())")
-        harness = nbformat.v4.new_code_cell("import grader.harness as _grader_harness\n" + "\n".join(calls))
+        harness = nbformat.v4.new_code_cell("import grader.grading.harness as _grader_harness\n" + "\n".join(calls))
         harness.metadata["grader"] = {"calls": gid}
         return [visible, harness]
 
@@ -209,7 +211,7 @@ def _judge(gid: str, unit: str, language: str, jobs, outcome,
            max_values: int) -> tuple[list[str], str | None]:
     """The failure messages of one exercise, decided here from plain data, and the known
     mistake named first, if any; results of more than `max_values` values are not read."""
-    from .spec import failure_text, judge_all
+    from ..checks.spec import failure_text, judge_all
 
     messages, mistake = [], None
     for k, _ in enumerate(_specs(unit, gid, language)):
@@ -246,7 +248,7 @@ def _read_results(outputs: Path, max_values: int = Limits.result_values) -> list
 
     import torch
 
-    from .spec import quiet, sanitize
+    from ..checks.spec import quiet, sanitize
 
     if not outputs.exists() and not outputs.is_symlink():
         return []

@@ -1,8 +1,8 @@
 """Inside the sandbox: start a kernel, then run the grader's notebook in it cell by cell.
 
-    python -m grader.runner SRC OUT CELL_SECONDS STARTUP_SECONDS OUTPUT_BYTES WARM PROCESSES
+    python -m grader.grading.runner SRC OUT CELL_SECONDS STARTUP_SECONDS OUTPUT_BYTES WARM PROCESSES
 
-`grader.sandbox` starts this in bubblewrap before the notebook is ready. The kernel is launched
+`grader.grading.sandbox` starts this in bubblewrap before the notebook is ready. The kernel is launched
 first thing, so that it boots while this process imports the rest of what it needs; then the
 kernel imports the modules in WARM (the ones the notebook will import), and this process waits
 for the grader to put the notebook at SRC. It saves the executed notebook to OUT after every
@@ -13,7 +13,7 @@ When anything fails before the notebook's first cell runs (the kernel cannot sta
 before it answers or while it imports WARM, the notebook never arrives), no learner code has
 run: the runner prints why on one line and exits with STARTUP_FAILED, and the grader tries
 again rather than blame the notebook. PROCESSES, unless 0, is the process limit this runner
-sets on itself first (see grader.sandbox).
+sets on itself first (see grader.grading.sandbox).
 
 Only the standard library and jupyter_client are imported before the kernel is launched.
 """
@@ -27,7 +27,7 @@ import resource
 import time
 from pathlib import Path
 
-from .i18n import say
+from ..checks.i18n import say
 
 STARTUP_FAILED = 75   # EX_TEMPFAIL: the sandbox failed before any learner code ran; try again
 

@@ -19,7 +19,7 @@ Before pip runs, the index is tried with a short timeout; when it does not answe
 so and the install goes on from PyPI alone. Standard library only, and runnable by any Python 3:
 `./course` runs this file before anything is installed, and prints pip's arguments one a line:
 
-    python3 grader/torch_index.py
+    python3 grader/classroom/torch_index.py
 """
 from __future__ import annotations
 

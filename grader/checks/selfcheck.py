@@ -1,0 +1,132 @@
+"""Self-checks for the learner: run your code on the notebook's fixed examples and say what is wrong.
+
+    from grader.selfcheck import check
+    check("dot_product")
+
+Expected values and the values of known mistakes are stored in `grader/fixtures/*.json`
+(made by `python -m grader release` from the instructor's notebooks); nothing here computes
+a correct answer.
+"""
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any
+
+import torch
+
+from ..fixtures import entries, exercises
+from . import progress
+from .compare import Mistake, NotWritten, judge_from_plain
+from .i18n import current, say
+from .spec import CheckFailed, attempt, failure_text, load_call
+
+
+def encode(value: Any) -> Any:
+    """Plain data (see grader.checks.spec.to_plain) to JSON."""
+    if isinstance(value, torch.Tensor):
+        return {"__tensor__": value.tolist(), "dtype": str(value.dtype).removeprefix("torch."),
+                "shape": list(value.shape)}
+    if isinstance(value, tuple):
+        return {"__tuple__": [encode(v) for v in value]}
+    if isinstance(value, list):
+        return [encode(v) for v in value]
+    if isinstance(value, dict):
+        return {k: encode(v) for k, v in value.items()}
+    return value
+
+
+def decode(value: Any) -> Any:
+    """The inverse of `encode`."""
+    if isinstance(value, dict):
+        if "__tensor__" in value:
+            dtype = getattr(torch, value["dtype"])
+            return torch.tensor(value["__tensor__"], dtype=dtype).reshape(value["shape"])
+        if "__tuple__" in value:
+            return tuple(decode(v) for v in value["__tuple__"])
+        return {k: decode(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [decode(v) for v in value]
+    return value
+
+
+def unit_of(name: str) -> str:
+    return next((unit for unit, names in exercises().items() if name in names), "")
+
+
+def entries_for(name: str) -> list[dict[str, Any]]:
+    """The stored checks of `name`: its first check, then any further ones ("name #2", ...)."""
+    return [entry for key, entry in entries(current()).items() if key == name or key.startswith(f"{name} #")]
+
+
+def _bring_into_view() -> None:
+    """Run All stops at the first failed self-check, but JupyterLab leaves the learner at the bottom
+    of the notebook: scroll this cell's output into view (in a notebook's kernel, not under nbgrader)."""
+    try:
+        from IPython import get_ipython
+        from IPython.display import Javascript, display
+    except ImportError:
+        return
+    shell = get_ipython()
+    if shell is None or type(shell).__name__ != "ZMQInteractiveShell" or os.environ.get("NBGRADER_EXECUTION"):
+        return
+    display(Javascript(_SCROLL_TO_THIS_CELL))
+
+
+# For about 8 s (plots above keep rendering, and JupyterLab moves to the last cell once Run All
+# ends), whenever this cell is out of view, scroll it back; a learner who scrolls or types ends it.
+_SCROLL_TO_THIS_CELL = """
+const cell = element.closest('.jp-Cell') || element;
+let ticks = 0;
+const stop = () => { ticks = 20; };
+window.addEventListener('wheel', stop, {once: true});
+window.addEventListener('keydown', stop, {once: true});
+const timer = setInterval(() => {
+  if (++ticks > 20) {
+    clearInterval(timer);
+    window.removeEventListener('wheel', stop);
+    window.removeEventListener('keydown', stop);
+    return;
+  }
+  const box = cell.getBoundingClientRect();
+  if (box.bottom < 0 || box.top > window.innerHeight) cell.scrollIntoView({block: 'center'});
+}, 400);
+"""
+
+
+def check(name: str, namespace: dict[str, Any] | None = None) -> None:
+    """Check the notebook's `name` (a function or class) on the stored examples.
+
+    Prints a tick when everything matches; otherwise raises CheckFailed with a message that
+    names the mistake. `namespace` defaults to the notebook's names (the kernel's `__main__`)."""
+    if namespace is None:
+        namespace = vars(sys.modules["__main__"])
+    entries = entries_for(name)
+    if not entries:
+        raise KeyError(f"no self-check is stored for {name!r}")
+    unit = unit_of(name)
+    if name not in namespace:
+        raise CheckFailed(say("{name} is not defined: run the cell where you wrote it first", name=name))
+    count = 0
+    for entry in entries:
+        fn = load_call(entry["call_source"], entry["call_name"], namespace, "<self-check>")
+        judge = judge_from_plain(entry["judge"])
+        for case in entry["cases"]:
+            got = attempt(fn, *decode(case["args"]), **decode(case["kwargs"]))
+            mistakes = [Mistake(message, decode(value)) for message, value in case["mistakes"]]
+            message = judge(got, decode(case["want"]), mistakes)
+            if message:
+                text = failure_text(name, case["label"], message)
+                if not isinstance(message, NotWritten):   # code not written yet is not a try
+                    progress.record(name, unit, progress.FAIL, text)
+                    progress.show(unit)
+                _bring_into_view()
+                raise CheckFailed(text) from None
+            count += 1
+    if count > 1:
+        print(say("\u2713 {name}: right on {count} examples. The graded tests also try other inputs and shapes.",
+                  name=name, count=count))
+    else:
+        print(say("\u2713 {name}: right on 1 example. The graded tests also try other inputs and shapes.", name=name))
+    progress.record(name, unit, progress.PASS)
+    progress.show(unit)
