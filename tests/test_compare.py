@@ -18,7 +18,8 @@ from grader.checks.compare import (
     judge_to_plain,
     tensor_message,
 )
-from grader.checks.spec import load_params, to_plain
+from grader.checks.spec import load_params
+from grader.checks.wire import to_plain
 
 WANT = torch.tensor([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]])
 

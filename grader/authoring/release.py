@@ -18,8 +18,8 @@ import torch
 
 from .. import course, notebook
 from ..checks.compare import DEFAULT_TOL, EPS32, judge_to_plain
-from ..checks.selfcheck import encode
 from ..checks.spec import call_reads, collect, expected, learner_side_source, region_imports
+from ..checks.wire import TENSOR, to_json
 from . import source, translation
 
 
@@ -40,8 +40,8 @@ def fixtures(source_nb) -> dict[str, Any]:
             for case in examples:
                 want, mistakes = expected(spec, case)
                 args, kwargs = case.arguments(spec.call)
-                cases.append({"label": case.label, "args": encode(tuple(args)), "kwargs": encode(kwargs),
-                              "want": encode(want), "mistakes": [[m.message, encode(m.value)] for m in mistakes]})
+                cases.append({"label": case.label, "args": to_json(tuple(args)), "kwargs": to_json(kwargs),
+                              "want": to_json(want), "mistakes": [[m.message, to_json(m.value)] for m in mistakes]})
             entries[key] = {"call_name": spec.call.__name__,
                                   "call_source": learner_side_source(exercise.hidden, spec),
                                   "judge": judge_to_plain(spec.judge), "cases": cases}
@@ -148,7 +148,7 @@ def same_fixture(stored: Any, fresh: Any, where: str = "", in_tensor: bool = Fal
             what = "; ".join([f"removed {_short(k, at)}" for k in gone] + [f"added {_short(k, at)}" for k in new])
             return f"{where or 'the checks'}: {what or 'the same keys in another order'}"
         return next((d for k in stored if (d := same_fixture(
-            stored[k], fresh[k], f"{where} › {k[:40]}" if where else k, in_tensor or k == "__tensor__"))), None)
+            stored[k], fresh[k], f"{where} › {k[:40]}" if where else k, in_tensor or k == TENSOR))), None)
     if isinstance(stored, list):
         if len(stored) != len(fresh):
             return f"{where}: {len(stored)} vs {len(fresh)} items"
@@ -231,7 +231,7 @@ def install_cell_problems(path: Path, check: bool) -> list[str]:
     if fixed == text:
         return []
     if check:
-        return [f"{path}: its install_course cell is not the one grader/release.py writes "
+        return [f"{path}: its install_course cell is not the one grader/authoring/release.py writes "
                 "(with attention_course.INSTALL_FROM): run `python -m grader release`"]
     path.write_text(fixed, encoding="utf-8")
     return []

@@ -14,6 +14,7 @@ from typing import Any, NamedTuple
 
 import torch
 
+from . import wire
 from .i18n import say
 
 EPS32 = torch.finfo(torch.float32).eps  # 1.19e-07: one rounding step of float32
@@ -43,10 +44,10 @@ def describe(x: Any) -> str:
     if isinstance(x, torch.Tensor):
         return say("tensor of shape {shape} and dtype {dtype}", shape=_shape(x),
                    dtype=str(x.dtype).replace("torch.", ""))
-    if isinstance(x, dict) and "__ndarray__" in x:
-        return say("NumPy array of shape {shape}", shape=_shape(x["__ndarray__"]))
-    if isinstance(x, dict) and "__error__" in x:
-        return say("an error ({error})", error=x["__error__"])
+    if wire.is_array(x):
+        return say("NumPy array of shape {shape}", shape=_shape(x[wire.ARRAY]))
+    if wire.is_error(x):
+        return say("an error ({error})", error=x[wire.ERROR])
     return f"{type(x).__name__} {x!r}"[:120]
 
 
@@ -72,8 +73,8 @@ def _as_tensor(x: Any) -> torch.Tensor | None:
     """The tensor inside a learner's value, or None when there is none (errors, strings...)."""
     if isinstance(x, torch.Tensor):
         return x
-    if isinstance(x, dict) and "__ndarray__" in x:
-        return x["__ndarray__"]
+    if wire.is_array(x):
+        return x[wire.ARRAY]
     if isinstance(x, bool):
         return None
     if isinstance(x, (int, float)):
@@ -117,9 +118,9 @@ class NotWritten(str):
 def error_message(got: Any) -> str | None:
     """The message for a result that is an error raised by the learner's code (see
     `spec.error_value`): where it was raised, worded in the learner's language."""
-    if not (isinstance(got, dict) and "__error__" in got):
+    if not wire.is_error(got):
         return None
-    text = str(got["__error__"])
+    text = str(got[wire.ERROR])
     error, _, detail = text.partition(": ")
     where, line = got.get("where"), got.get("line")   # plain data the learner's process sent: check its kind
     where, line = (where if isinstance(where, str) else None), (line if type(line) is int else None)
@@ -150,7 +151,7 @@ def tensor_message(got: Any, want: torch.Tensor, mistakes: Mistakes = (),
     """
     if error_message(got):
         return error_message(got)
-    if numpy and not (isinstance(got, dict) and "__ndarray__" in got):
+    if numpy and not wire.is_array(got):
         return say("expected a NumPy array, got {got}", got=describe(got))
     g = _as_tensor(got)
     if g is None:
@@ -239,9 +240,9 @@ class Numpy(Tensor):
         if isinstance(want, tuple):
             if not isinstance(got, (tuple, list)) or len(got) != len(want):
                 return say("expected a tuple of {n} NumPy arrays, got {got}", n=len(want), got=describe(got))
-            return _first(tensor_message(g, w["__ndarray__"], _part(mistakes, i), self.steps, numpy=True)
+            return _first(tensor_message(g, w[wire.ARRAY], _part(mistakes, i), self.steps, numpy=True)
                           for i, (g, w) in enumerate(zip(got, want)))
-        return tensor_message(got, want["__ndarray__"], mistakes, self.steps, numpy=True)
+        return tensor_message(got, want[wire.ARRAY], mistakes, self.steps, numpy=True)
 
 
 @dataclasses.dataclass(frozen=True)

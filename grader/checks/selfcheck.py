@@ -9,45 +9,15 @@ a correct answer.
 """
 from __future__ import annotations
 
-import os
 import sys
 from typing import Any
-
-import torch
 
 from ..fixtures import entries, exercises
 from . import progress
 from .compare import Mistake, NotWritten, judge_from_plain
 from .i18n import current, say
 from .spec import CheckFailed, attempt, failure_text, load_call
-
-
-def encode(value: Any) -> Any:
-    """Plain data (see grader.checks.spec.to_plain) to JSON."""
-    if isinstance(value, torch.Tensor):
-        return {"__tensor__": value.tolist(), "dtype": str(value.dtype).removeprefix("torch."),
-                "shape": list(value.shape)}
-    if isinstance(value, tuple):
-        return {"__tuple__": [encode(v) for v in value]}
-    if isinstance(value, list):
-        return [encode(v) for v in value]
-    if isinstance(value, dict):
-        return {k: encode(v) for k, v in value.items()}
-    return value
-
-
-def decode(value: Any) -> Any:
-    """The inverse of `encode`."""
-    if isinstance(value, dict):
-        if "__tensor__" in value:
-            dtype = getattr(torch, value["dtype"])
-            return torch.tensor(value["__tensor__"], dtype=dtype).reshape(value["shape"])
-        if "__tuple__" in value:
-            return tuple(decode(v) for v in value["__tuple__"])
-        return {k: decode(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [decode(v) for v in value]
-    return value
+from .wire import from_json
 
 
 def unit_of(name: str) -> str:
@@ -68,7 +38,7 @@ def _bring_into_view() -> None:
     except ImportError:
         return
     shell = get_ipython()
-    if shell is None or type(shell).__name__ != "ZMQInteractiveShell" or os.environ.get("NBGRADER_EXECUTION"):
+    if shell is None or type(shell).__name__ != "ZMQInteractiveShell" or progress.under_grader():
         return
     display(Javascript(_SCROLL_TO_THIS_CELL))
 
@@ -112,9 +82,9 @@ def check(name: str, namespace: dict[str, Any] | None = None) -> None:
         fn = load_call(entry["call_source"], entry["call_name"], namespace, "<self-check>")
         judge = judge_from_plain(entry["judge"])
         for case in entry["cases"]:
-            got = attempt(fn, *decode(case["args"]), **decode(case["kwargs"]))
-            mistakes = [Mistake(message, decode(value)) for message, value in case["mistakes"]]
-            message = judge(got, decode(case["want"]), mistakes)
+            got = attempt(fn, *from_json(case["args"]), **from_json(case["kwargs"]))
+            mistakes = [Mistake(message, from_json(value)) for message, value in case["mistakes"]]
+            message = judge(got, from_json(case["want"]), mistakes)
             if message:
                 text = failure_text(name, case["label"], message)
                 if not isinstance(message, NotWritten):   # code not written yet is not a try

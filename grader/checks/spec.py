@@ -31,8 +31,10 @@ from typing import Any
 
 import torch
 
+from . import wire
 from .compare import Exact, Float, Frequencies, Judge, Mistake, NotWritten, Number, Numpy, Tensor, Tuple
 from .i18n import say
+from .wire import to_plain
 
 __all__ = ["Case", "Spec", "Mistake", "run", "attempt", "load_params", "build", "dropout_seen", "forbid",
            "NotAsAsked", "CheckFailed", "DropoutLog",
@@ -87,63 +89,6 @@ class CheckFailed(AssertionError):
         return [f"\x1b[0;31m{type(self).__name__}\x1b[0m: {self}"]
 
 
-# --- values crossing the process boundary --------------------------------------------------
-
-_SCALARS = (bool, int, float, str, type(None))
-
-
-def to_plain(x: Any, depth: int = 0) -> Any:
-    """Turn a learner's return value into plain data: exact torch.Tensor (no subclass, detached,
-    on the CPU), Python scalars, strings, and lists/tuples/dicts of them. NumPy arrays become
-    {"__ndarray__": tensor}; anything else becomes {"__error__": ...}."""
-    if depth > 4:
-        return {"__error__": "the result is nested too deeply"}
-    if isinstance(x, torch.Tensor):
-        t = x.detach()
-        if type(t) is not torch.Tensor:
-            t = t.as_subclass(torch.Tensor)
-        return t.cpu().clone()
-    if type(x) in _SCALARS:
-        return x
-    if type(x).__module__ == "numpy":
-        import numpy as np
-        if isinstance(x, np.ndarray):
-            if x.dtype == object:
-                return {"__error__": "a NumPy array of Python objects"}
-            return {"__ndarray__": torch.from_numpy(np.array(x, copy=True))}
-        if isinstance(x, np.generic):
-            return x.item()
-    if type(x) in (list, tuple) and len(x) <= 10_000:
-        items = [to_plain(v, depth + 1) for v in x]
-        return tuple(items) if type(x) is tuple else items
-    if type(x) is dict and all(type(k) is str for k in x):
-        return {k: to_plain(v, depth + 1) for k, v in x.items()}
-    return {"__error__": say("returned an object of type {kind}", kind=type(x).__name__)}
-
-
-def sanitize(x: Any, max_values: int) -> Any:
-    """Check that a value read back from the learner's process is plain data, as `to_plain`
-    makes it: anything else (a forged file) becomes an error value; a structure of more than
-    `max_values` values (a pickle of shared references expands without end) raises ValueError."""
-    budget = [max_values]
-
-    def walk(x: Any, depth: int) -> Any:
-        budget[0] -= 1
-        if budget[0] < 0:
-            raise ValueError(f"the results hold more than {max_values} values")
-        if depth > 5:
-            return {"__error__": "the result is nested too deeply"}
-        if type(x) is torch.Tensor or type(x) in _SCALARS:
-            return x
-        if type(x) in (list, tuple):
-            return type(x)(walk(v, depth + 1) for v in x)
-        if isinstance(x, dict) and all(type(k) is str for k in x):
-            return {k: walk(v, depth + 1) for k, v in x.items()}
-        return {"__error__": f"unexpected value of type {type(x).__name__}"}
-
-    return walk(x, 0)
-
-
 class NotAsAsked(ValueError):
     """Raised by a check's glue code (not by the learner's code) when the learner's object does
     not have the form the exercise asks for, e.g. other parameter names. Reported as its message
@@ -180,19 +125,14 @@ def _learner_frame(exc: BaseException) -> tuple[str, int | None] | None:
     return found
 
 
-def error_value(exc: BaseException) -> dict:
+def error_value(exc: BaseException) -> wire.ErrorValue:
     """An error as the judges read it: {"__error__": "ValueError: text"}, with "where" (the
     learner function it was raised in, by qualified name) and "line" (its line in its cell)
     when it was raised inside the learner's code; {"__error__": "NotAsAsked: text"} for a check's
     own NotAsAsked. The judges word it in the learner's language (`compare.error_message`)."""
     text = str(exc).strip().splitlines()
-    value = {"__error__": f"{type(exc).__name__}: {text[0][:600] if text else ''}".rstrip(": ")}
     found = None if isinstance(exc, NotAsAsked) else _learner_frame(exc)
-    if found:
-        value["where"] = found[0]
-        if isinstance(found[1], int) and found[1] > 0:
-            value["line"] = found[1]
-    return value
+    return wire.error(f"{type(exc).__name__}: {text[0][:600] if text else ''}".rstrip(": "), *(found or ()))
 
 
 def clone_args(value: Any) -> Any:
