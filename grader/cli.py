@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from . import course
-from .grading.shards import ShardError, chosen_shard, parse_shard
+from .grading.submissions import ShardError, chosen_shard, parse_shard
 
 
 def _release(args) -> int:

@@ -84,7 +84,7 @@ def test_killed_batch_resumes_and_workers_agree(tmp_path):
 
 
 def test_shards_split_the_class_without_overlap(tmp_path):
-    from grader.grading.workers import submissions
+    from grader.grading.submissions import submissions
 
     _class(tmp_path)
     everyone = {s.student for s in submissions(tmp_path / "submitted")}

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from grader import cli
-from grader.grading.workers import submissions
+from grader.grading.submissions import submissions
 
 SCHEDULER = ("SLURM_ARRAY_TASK_ID", "SLURM_ARRAY_TASK_MIN", "SLURM_ARRAY_TASK_STEP", "SLURM_ARRAY_TASK_COUNT",
              "JOB_COMPLETION_INDEX")

@@ -13,13 +13,11 @@ import json
 from pathlib import Path
 
 from . import gradebook
+from .record import store, stored_result
 from .results import NotebookResult
 from .settings import Settings
-from .workers import Submission, grade_all, submissions
-
-
-def _stored(course_root: Path, item: Submission) -> Path:
-    return course_root / "grader_results" / item.student / f"{item.unit or item.path.stem}.json"
+from .submissions import Submission, submissions
+from .workers import grade_all
 
 
 def grade_folder(folder: Path, course_root: Path, settings: Settings, shard: tuple[int, int] | None = None,
@@ -34,7 +32,7 @@ def grade_folder(folder: Path, course_root: Path, settings: Settings, shard: tup
     results: dict[Submission, NotebookResult] = {}
     todo = []
     for item in items:
-        stored = _stored(course_root, item)
+        stored = stored_result(course_root, item)
         if not regrade and stored.exists():
             previous = NotebookResult.from_json(json.loads(stored.read_text(encoding="utf-8")))
             if previous.checksum and previous.checksum == checksum(item.path) and not previous.regrade:
@@ -44,11 +42,7 @@ def grade_folder(folder: Path, course_root: Path, settings: Settings, shard: tup
     gradebook.register_units(sorted({i.unit for i in todo if i.unit}), course_root, db_url)
 
     def done(item: Submission, result: NotebookResult) -> None:
-        stored = _stored(course_root, item)
-        stored.parent.mkdir(parents=True, exist_ok=True)
-        tmp = stored.with_suffix(".tmp")
-        tmp.write_text(json.dumps(result.to_json(), indent=1), encoding="utf-8")
-        tmp.replace(stored)
+        store(course_root, item, result)
         results[item] = result
 
     grade_all(todo, settings.limits, settings.workers, course_root, db_url, done, progress)

@@ -1,6 +1,13 @@
 """Grade one student notebook with the verdict decided outside the learner's process.
 
-submission -> pre-flight -> run in the sandbox (learner code + `call`s only) -> verdict here.
+`grade_notebook` is five steps, each a function below, each handing the next a typed value:
+
+1. pre-flight (`preflight.check`): the submission repaired or rejected before anything runs;
+2. assemble (`assemble`): the notebook to run, with each test cell followed by the `Call`s of
+   its hidden checks, whose inputs the grader makes here;
+3. run (`sandbox.Sandbox.run`): learner code and the calls, in the sandbox: an `Outcome`;
+4. judge (`judge`): each exercise's verdict, decided here from the plain data the calls wrote;
+5. write (`write_autograded`): the notebook as it ran, with the verdicts, for the feedback.
 
 The sandbox starts right after pre-flight, and its kernel starts while this process makes the
 hidden checks' inputs. PyTorch and the specs are therefore imported in the functions that use
@@ -14,6 +21,7 @@ import functools
 import hashlib
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -28,7 +36,27 @@ from .settings import Limits
 from .stopwatch import Stopwatch
 
 if TYPE_CHECKING:
-    from ..checks.spec import Spec
+    from ..checks.spec import Case, Spec
+
+
+@dataclass(frozen=True)
+class Call:
+    """One hidden check of an exercise, sent into the learner's process: its spec, the inputs the
+    grader made for it, and the scratch file where the harness writes what the learner's code gave."""
+    grade_id: str
+    spec: Spec
+    cases: list[Case]
+    outputs: Path
+
+
+@dataclass(frozen=True)
+class Assembled:
+    """The notebook to run in the sandbox, and the calls its harness cells make."""
+    notebook: nbformat.NotebookNode
+    calls: tuple[Call, ...]
+
+    def of(self, grade_id: str) -> list[Call]:
+        return [call for call in self.calls if call.grade_id == grade_id]
 
 
 @functools.cache
@@ -78,24 +106,26 @@ def grade_notebook(path: Path, unit: str | None = None, limits: Limits | None = 
     watch = stopwatch or Stopwatch()
     limits = limits or settings.load().limits
     with watch.step("pre-flight"):
-        check = preflight.check(path, unit, limits)
+        check = preflight.check(path, unit, limits)                                    # 1. pre-flight
+    result = blank_result(path, check.unit, student)
+    result.flags += check.repairs
     if check.rejection:
-        result = blank_result(path, check.unit, student)
-        result.flags += check.repairs
         result.error = check.rejection
         return result
-    failures = []
+    result.language = check.language
+    failures: list[str] = []
     with i18n.language(i18n.for_edition(check.language)):
         for attempt in range(max(1, limits.startup_tries)):
             if attempt:
                 time.sleep(RETRY_PAUSE_SECONDS * attempt)   # a moment for the machine to calm down
             with tempfile.TemporaryDirectory(prefix="grade-", ignore_cleanup_errors=True) as tmp:
-                result = blank_result(path, check.unit, student)
-                result.flags += check.repairs
-                result.language = check.language
-                outcome, jobs = _run(check, limits, Path(tmp), watch)
+                assembled, outcome = _assemble_and_run(check, limits, Path(tmp), watch)  # 2. assemble, 3. run
                 if outcome.started:
-                    _verdicts(result, check, outcome, jobs, limits, autograded, watch)
+                    with watch.step("judging"):
+                        judge(result, check, assembled, outcome, limits)                    # 4. judge
+                    if autograded is not None and outcome.executed is not None:
+                        with watch.step("autograded copy"):
+                            write_autograded(result, outcome.executed, autograded)          # 5. write
                     if failures:   # for the instructor: the machine is short of something
                         result.flags.append(f"graded at try {attempt + 1}: before, the machine failed before "
                                             f"the notebook's first cell ran ({failures[-1]})")
@@ -109,38 +139,36 @@ def grade_notebook(path: Path, unit: str | None = None, limits: Limits | None = 
 RETRY_PAUSE_SECONDS = 2.0   # before the second start of a sandbox; twice that before the third
 
 
-def _run(check: preflight.Preflight, limits: Limits, workdir: Path, watch: Stopwatch):
-    """Start a sandbox, make the hidden checks' inputs meanwhile, and run the notebook in it:
-    the sandbox's outcome and the checks' jobs."""
+def _assemble_and_run(check: preflight.Preflight, limits: Limits, workdir: Path,
+                      watch: Stopwatch) -> tuple[Assembled, sandbox.Outcome]:
+    """Start a sandbox, assemble the notebook while its kernel starts, and run it there."""
+    assembled = Assembled(check.notebook, ())
     with watch.step("sandbox start"):
         try:
             box = sandbox.Sandbox(workdir, limits, warm=warm_modules(check.unit, check.language))
         except OSError as exc:   # e.g. no process could be made: the machine is full
-            return sandbox.Outcome(None, f"the sandbox could not be started: {exc}", 0.0, started=False), {}
+            return assembled, sandbox.Outcome(None, f"the sandbox could not be started: {exc}", 0.0, started=False)
     with box:
         with watch.step("inputs of the hidden checks"):
-            to_run, jobs = _build(check.notebook, check.unit, check.language, workdir)
+            assembled = assemble(check, workdir)
         with watch.step("sandbox run"):
-            outcome = box.run(to_run)
-    return outcome, jobs
+            outcome = box.run(assembled.notebook)
+    watch.sandbox = outcome.timing
+    return assembled, outcome
 
 
-def _verdicts(result: NotebookResult, check: preflight.Preflight, outcome: sandbox.Outcome, jobs,
-              limits: Limits, autograded: Path | None, watch: Stopwatch) -> None:
-    """The exercises' verdicts from what ran; with `autograded`, the notebook as it ran, to that path."""
-    result.seconds, watch.sandbox = outcome.seconds, outcome.timing
+def judge(result: NotebookResult, check: preflight.Preflight, assembled: Assembled, outcome: sandbox.Outcome,
+          limits: Limits) -> None:
+    """Each exercise's verdict into `result`, from what ran; the run's own problem as a flag or,
+    when nothing ran, as the result's error."""
+    result.seconds = outcome.seconds
     if outcome.executed is None:
         result.error = outcome.problem or "the notebook could not be run"
         return
     if outcome.problem:
         result.flags.append(outcome.problem)
-    with watch.step("judging"):
-        for exercise in result.exercises:
-            exercise.grade(*_judge(exercise.grade_id, check.unit, check.language, jobs, outcome,
-                                        limits.result_values))
-    if autograded is not None:
-        with watch.step("autograded copy"):
-            write_autograded(result, outcome.executed, autograded)
+    for exercise in result.exercises:
+        exercise.grade(*_judge_exercise(exercise.grade_id, check, assembled, outcome, limits.result_values))
 
 
 @functools.cache
@@ -158,15 +186,17 @@ def warm_modules(unit: str, language: str = "en") -> tuple[str, ...]:
     return tuple(dict.fromkeys(found + ["grader.grading.harness"]))
 
 
-def _build(nb, unit: str, language: str, workdir: Path):
+def assemble(check: preflight.Preflight, workdir: Path) -> Assembled:
     """The notebook to run: the learner's cells, locked and test cells restored from the
-    released version, each test cell followed by the calls of its hidden checks."""
+    released version, each test cell followed by the calls of its hidden checks, whose inputs
+    are saved into `workdir`, where the harness reads them."""
     import torch
 
     from ..checks.spec import call_inputs
+    nb, unit, language = check.notebook, check.unit, check.language
     release = {notebook.grade_id(c): c for c in preflight.released(unit, language).cells if notebook.grade_id(c)}
     tests = [e.grade_id for e in notebook.exercises(_source(unit, language))]
-    cells, seen, jobs = [], set(), {}
+    cells, seen, calls_made = [], set(), []
 
     def test_cells(gid: str) -> list:
         visible = copy.deepcopy(release[gid])
@@ -176,7 +206,7 @@ def _build(nb, unit: str, language: str, workdir: Path):
             inputs, outputs = workdir / f"{gid}-{k}.in.pt", workdir / f"{gid}-{k}.out.pt"
             cases = spec.all_cases()
             torch.save(call_inputs(spec, cases), inputs)
-            jobs[(gid, k)] = (spec, cases, outputs)
+            calls_made.append(Call(gid, spec, cases, outputs))
             calls.append(f"_grader_harness.run_calls({source!r}, {spec.call.__name__!r}, "
                          f"{inputs.name!r}, {outputs.name!r}, globals())")
         harness = nbformat.v4.new_code_cell("import grader.grading.harness as _grader_harness\n" + "\n".join(calls))
@@ -204,35 +234,35 @@ def _build(nb, unit: str, language: str, workdir: Path):
             cells += test_cells(gid)
     run = nbformat.v4.new_notebook(cells=cells, metadata={"kernelspec": {"name": "python3", "display_name": "Python 3",
                                                                         "language": "python"}})
-    return run, jobs
+    return Assembled(run, tuple(calls_made))
 
 
-def _judge(gid: str, unit: str, language: str, jobs, outcome,
-           max_values: int) -> tuple[list[str], str | None]:
+def _judge_exercise(gid: str, check: preflight.Preflight, assembled: Assembled, outcome: sandbox.Outcome,
+                    max_values: int) -> tuple[list[str], str | None]:
     """The failure messages of one exercise, decided here from plain data, and the known
     mistake named first, if any; results of more than `max_values` values are not read."""
     from ..checks.spec import failure_text, judge_all
 
     messages, mistake = [], None
-    for k, _ in enumerate(_specs(unit, gid, language)):
-        spec, cases, outputs = jobs[(gid, k)]
-        results = _read_results(outputs, max_values)
+    for call in assembled.of(gid):
+        results = _read_results(call.outputs, max_values)
         if results is None:
-            messages.append(say("{name}: its results could not be read back", name=spec.name))
+            messages.append(say("{name}: its results could not be read back", name=call.spec.name))
             continue
-        failure = judge_all(spec, cases, results)
+        failure = judge_all(call.spec, call.cases, results)
         if failure:
             messages.append(failure[0])
             mistake = mistake or failure[1]
-        elif len(results) < len(cases):
-            reason = _unfinished(outputs, outcome, _cell(outcome.executed, "calls", gid))
-            messages.append(failure_text(spec.name, cases[len(results)].label,
+        elif len(results) < len(call.cases):
+            reason = _unfinished(call.outputs, outcome, _cell(outcome.executed, "calls", gid))
+            messages.append(failure_text(call.spec.name, call.cases[len(results)].label,
                                          say("did not finish — {reason}", reason=reason)))
     error = _error_of(_cell(outcome.executed, "visible", gid))
     if error:
         messages.append(say("the self-check failed: {error}", error=error))
     if messages:  # the root cause first: an answer cell that stopped with an error
-        answers = next(e.answer_ids for e in notebook.exercises(_source(unit, language)) if e.grade_id == gid)
+        answers = next(e.answer_ids for e in notebook.exercises(_source(check.unit, check.language))
+                       if e.grade_id == gid)
         for cell in outcome.executed.cells:
             if notebook.grade_id(cell) in answers and (error := _error_of(cell)) and error != NOT_REACHED:
                 messages.insert(0, say("your answer cell {cell!r} raised {error}", cell=notebook.grade_id(cell),
@@ -248,7 +278,8 @@ def _read_results(outputs: Path, max_values: int = Limits.result_values) -> list
 
     import torch
 
-    from ..checks.spec import quiet, sanitize
+    from ..checks.spec import quiet
+    from ..checks.wire import sanitize
 
     if not outputs.exists() and not outputs.is_symlink():
         return []
