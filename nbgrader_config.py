@@ -9,6 +9,7 @@ import os
 from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor
 from nbgrader.preprocessors import ClearHiddenTests, GetGrades
 
+from grader import units
 from grader.checks.i18n import course_language
 
 c = get_config()  # noqa: F821 (provided by traitlets when it loads this file)
@@ -24,7 +25,7 @@ if course_language() == "zh":
     c.CourseDirectory.release_directory = "notebooks-zh"
 
 # A unit's .py source holds the answers and hidden tests: never copied to the learners' release.
-c.CourseDirectory.ignore = [".ipynb_checkpoints", "*.pyc", "__pycache__", "feedback", "[0-9][0-9]_*.py"]
+c.CourseDirectory.ignore = [".ipynb_checkpoints", "*.pyc", "__pycache__", "feedback", f"{units.GLOB}.py"]
 
 c.ClearSolutions.code_stub = {"python": "# YOUR CODE HERE\nraise NotImplementedError()"}
 
@@ -41,5 +42,5 @@ c.OverwriteCells.add_missing_cells = True
 
 # Feedback reports show the visible self-checks, never the hidden tests.
 c.GenerateFeedback.preprocessors = [GetGrades, CSSHTMLHeaderPreprocessor, ClearHiddenTests]
-# ...with their maths drawn without MathJax or a network, and long lines wrapped (grader/feedback.py).
+# ...with their maths drawn without MathJax or a network, and long lines wrapped (grader/grading/feedback.py).
 c.GenerateFeedback.exporter_class = "grader.grading.feedback.FeedbackExporter"

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from grader.units import GLOB
+
 PACKAGE = Path(__file__).resolve().parent
 BUNDLED = PACKAGE / "content"
 REPOSITORY = PACKAGE.parent
@@ -30,7 +32,7 @@ def notebooks(language: str = "en") -> Path:
 
 
 def units() -> list[str]:
-    return sorted(p.parent.name for p in notebooks("en").glob("[0-9][0-9]_*/[0-9][0-9]_*.ipynb"))
+    return sorted(p.parent.name for p in notebooks("en").glob(f"{GLOB}/{GLOB}.ipynb"))
 
 
 def data_dir() -> Path:

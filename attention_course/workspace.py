@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from grader.checks.i18n import say
+from grader.units import GLOB
 
 from . import content
 
@@ -111,7 +112,7 @@ def copy_notebooks(source: Path, folder: Path) -> Copy:
         path = folder / rel
         return not path.exists() or written.get(rel) == _digest(path.read_bytes())
 
-    for release in sorted(source.glob("[0-9][0-9]_*/[0-9][0-9]_*.ipynb")):
+    for release in sorted(source.glob(f"{GLOB}/{GLOB}.ipynb")):
         text = release.read_text(encoding="utf-8")
         data = (aligned(text) or text).encode("utf-8")
         rel = release.relative_to(source).as_posix()

@@ -9,6 +9,8 @@ import types
 from dataclasses import dataclass
 from pathlib import Path
 
+from .units import is_unit
+
 ROOT = Path(__file__).resolve().parent.parent
 SOLUTIONS = ROOT / "solutions"
 NOTEBOOKS = ROOT / "notebooks"
@@ -60,7 +62,7 @@ def units() -> list[str]:
     if not SOLUTIONS.is_dir():
         raise CourseMissing(f"{SOLUTIONS} is missing: the grader needs the instructor's source notebooks. "
                             "Run it from a full copy of the course repository (git clone), not from notebooks/ alone.")
-    return sorted(p.name for p in SOLUTIONS.iterdir() if p.is_dir() and not p.name.startswith((".", "_")))
+    return sorted(p.name for p in SOLUTIONS.iterdir() if p.is_dir() and is_unit(p.name))
 
 
 def source_text(unit: str) -> Path:

@@ -10,17 +10,16 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
 from ..fixtures import exercises
+from ..units import is_unit
 from . import i18n
 from .i18n import say
 
 FILE = "attention-course-progress.json"
-UNIT = re.compile(r"\d\d_\w+")
 PASS, FAIL = "pass", "fail"
 
 
@@ -36,7 +35,7 @@ class Outcome:
 def progress_file(folder: Path | None = None) -> Path:
     """The progress file of a working folder; from inside a unit's folder, its parent's."""
     folder = Path.cwd() if folder is None else Path(folder)
-    return (folder.parent if UNIT.fullmatch(folder.name) else folder) / FILE
+    return (folder.parent if is_unit(folder.name) else folder) / FILE
 
 
 def _stored(folder: Path | None) -> dict:
@@ -61,14 +60,16 @@ def recorded_language(folder: Path | None = None) -> str | None:
     return language if isinstance(language, str) else None
 
 
-def _grading() -> bool:
+def under_grader() -> bool:
+    """Whether the notebook runs under a grader (nbgrader's, or the course's, which sets the same
+    NBGRADER_EXECUTION): no progress is recorded, and nothing scrolls."""
     return bool(os.environ.get("NBGRADER_EXECUTION"))
 
 
 def record(name: str, unit: str, status: str, message: str = "") -> None:
     """Keep `name`'s outcome. Never fails: a folder the learner cannot write to (a read-only hosted
     copy) just keeps no record."""
-    if _grading():
+    if under_grader():
         return
     path = progress_file()
     outcomes = load()
@@ -96,7 +97,7 @@ def summary(unit: str, folder: Path | None = None) -> str:
 
 def show(unit: str) -> None:
     """The line under a self-check (none while nbgrader runs the notebook)."""
-    if not _grading():
+    if not under_grader():
         print(summary(unit))
 
 
@@ -128,5 +129,5 @@ def progress(folder: Path | None = None) -> None:
     """Print which exercises of the whole course pass, which were tried, and the last mistake named.
     Nothing while nbgrader runs the notebook: its folder holds no record (none is kept there),
     and "0 of 44 pass" in a graded copy or a feedback report would contradict its score."""
-    if not _grading():
+    if not under_grader():
         print(report(folder))
