@@ -1,6 +1,9 @@
-"""The wheel carries the learner-facing parts of the course inside the package attention_course,
-in attention_course/content/, as they are in the repository (see attention_course/content.py).
-Everything else about the package is in pyproject.toml."""
+"""The wheel is the learner's: the launcher (attention_course), the self-checks and the check
+language (grader.checks), their stored values (grader.fixtures), and the course's content inside
+attention_course/content/, as it is in the repository (see attention_course/content.py). Grading,
+authoring and running a class need the repository itself (the source notebooks, the hidden tests,
+the solutions), so instructors work from a clone, and their modules stay out of the wheel (see
+docs/maintainers.md). Everything else about the package is in pyproject.toml."""
 import shutil
 from pathlib import Path
 
@@ -17,8 +20,22 @@ CONTENT = {
 }
 
 
+# Of the packages pyproject.toml lists, the modules the wheel leaves out: in grader/, all but the
+# import paths notebooks use and the exchange's; in grader/classroom/, all but the exchange a
+# learner's server uses on a class hub. (grader.grading and grader.authoring are not listed at all.)
+LEARNERS_MODULES = {
+    "grader": {"__init__", "units", "selfcheck", "spec", "inputs", "progress", "i18n", "exchange"},
+    "grader.classroom": {"__init__", "exchange"},
+}
+
+
 class BuildWithContent(build_py):
-    """build_py, then the course's content copied into the built package."""
+    """build_py with the learner's modules only, then the course's content copied into the built package."""
+
+    def find_package_modules(self, package, package_dir):
+        modules = super().find_package_modules(package, package_dir)
+        keep = LEARNERS_MODULES.get(package)
+        return modules if keep is None or self.editable_mode else [m for m in modules if m[1] in keep]
 
     def run(self):
         super().run()

@@ -37,12 +37,24 @@ NOT_CLONED = shutil.ignore_patterns(".git", ".venv", "build", "*.egg-info", "__p
                                     ".pytest_cache", ".ruff_cache", ".import_linter_cache")
 
 
-def environment_with_our_dependencies(folder: Path) -> Path:
+def environment_with_our_dependencies(folder: Path, leave_out: frozenset[str] = frozenset()) -> Path:
     """A fresh virtual environment at `folder` that reads the course's dependencies from this one
-    (a .pth file naming this environment's site-packages); its Python."""
+    (a .pth file naming this environment's site-packages); its Python. With `leave_out` (names of
+    distributions, e.g. "nbgrader"), it reads them from a folder of links to this environment's
+    packages without those, so that they are absent as on a machine that never installed them."""
     subprocess.run([sys.executable, "-m", "venv", str(folder)], check=True)
     python = folder / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
     site = Path(subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
                                check=True, capture_output=True, text=True).stdout.strip())
-    (site / "course-dependencies.pth").write_text(sysconfig.get_paths()["purelib"] + "\n", encoding="utf-8")
+    ours = Path(sysconfig.get_paths()["purelib"])
+    if leave_out:
+        links = folder / "dependencies"
+        links.mkdir()
+        for entry in ours.iterdir():
+            distribution = entry.name.split("-")[0].split(".")[0].lower().removesuffix("_binary")
+            # .pth files and the course's own editable install do nothing here, or would shadow the wheel
+            if distribution not in leave_out | {"attention_course", "__editable__"} and entry.suffix != ".pth":
+                (links / entry.name).symlink_to(entry)
+        ours = links
+    (site / "course-dependencies.pth").write_text(f"{ours}\n", encoding="utf-8")
     return python

@@ -76,6 +76,64 @@ def test_the_course_comes_from_the_wheel_not_the_repository(installed, tmp_path)
     assert not any(Path(p).is_relative_to(ROOT) for p in where)
 
 
+# What the learner's wheel carries of the Python code: the launcher, the self-checks and the check
+# language with their old import paths, the stored values, and the exchange (setup.py says why).
+LEARNERS_CODE = {
+    "attention_course": {"__init__", "__main__", "cli", "content", "lab", "workspace"},
+    "grader": {"__init__", "units", "selfcheck", "spec", "inputs", "progress", "i18n", "exchange"},
+    "grader/checks": {"__init__", *(p.stem for p in (ROOT / "grader" / "checks").glob("*.py"))},
+    "grader/classroom": {"__init__", "exchange"},
+    "grader/fixtures": {"__init__"},
+}
+# What instructors install beside the course, and learners never need.
+INSTRUCTORS_DEPENDENCIES = frozenset({"nbgrader", "jupyterhub", "psycopg", "psycopg2", "sqlalchemy", "alembic"})
+
+
+def test_the_wheel_holds_the_learners_code_and_no_grading(installed):
+    names = zipfile.ZipFile(_course_wheel(installed)).namelist()
+    code: dict[str, set[str]] = {}
+    for name in names:
+        if name.endswith(".py") and "/content/" not in name:
+            folder, _, module = name.rpartition("/")
+            code.setdefault(folder, set()).add(module.removesuffix(".py"))
+    assert code == LEARNERS_CODE
+    assert {n.split("/")[2] for n in names if n.startswith("attention_course/content/")} \
+        == {"notebooks", "notebooks-zh", "data", "lab", "nbgrader_config.py"}
+    entry_points = next(n for n in names if n.endswith(".dist-info/entry_points.txt"))
+    scripts = zipfile.ZipFile(_course_wheel(installed)).read(entry_points).decode().split()
+    assert scripts == ["[console_scripts]", "attention-course", "=", "attention_course.cli:main"]
+
+
+def test_the_learners_entry_points_work_without_nbgrader_jupyterhub_or_psycopg(installed, tmp_path):
+    """A learner's Python with the wheel and none of the instructors' packages: the launcher answers,
+    every import path the notebooks use imports, and a self-check names a mistake."""
+    python = environment_with_our_dependencies(tmp_path / "venv", leave_out=INSTRUCTORS_DEPENDENCIES)
+    done = _run(python, "-m", "pip", "install", "--quiet", "--no-deps", "--no-index", str(_course_wheel(installed)),
+                cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    absent = _run(python, "-c", "import importlib.util as u; print([m for m in ('nbgrader', 'jupyterhub', "
+                  "'psycopg', 'psycopg2') if u.find_spec(m)])", cwd=tmp_path)
+    assert absent.stdout.strip() == "[]", absent.stdout + absent.stderr
+    launcher = _run(tmp_path / "venv" / "bin" / "attention-course", "--help", cwd=tmp_path)
+    assert launcher.returncode == 0 and "lab" in launcher.stdout, launcher.stderr[-2000:]
+    copied = _run(python, "-m", "attention_course", "copy", "--dir", "work", cwd=tmp_path)
+    assert copied.returncode == 0 and (tmp_path / "work" / "01_dot_product" / "01_dot_product.ipynb").is_file()
+    checks = _run(python, "-c", "\n".join([
+        "import torch",
+        "from grader.spec import Case, Mistake, Spec, run",
+        "from grader.inputs import QKV, journey, linear_state",
+        "from grader.i18n import use_language",
+        "from grader.progress import progress",
+        "from grader.selfcheck import check",
+        "def dot_product(a, b):",
+        "    return (a * b).sum() + 1",
+        "check('dot_product', globals())"]), cwd=tmp_path / "work" / "01_dot_product")
+    assert "CheckFailed" in checks.stderr and "dot_product" in checks.stderr, checks.stderr[-2000:]
+    listed = _run(python, "-m", "attention_course", "progress", "--dir", "work", cwd=tmp_path)
+    assert listed.returncode == 0 and "dot_product" in listed.stdout, listed.stdout[-2000:] + listed.stderr[-2000:]
+    assert "ModuleNotFoundError" not in checks.stderr, checks.stderr[-2000:]
+
+
 def test_a_learner_copies_a_unit_answers_it_and_every_self_check_passes(installed, tmp_path):
     scripts = installed.parent
     command = scripts / ("attention-course.exe" if os.name == "nt" else "attention-course")
