@@ -8,7 +8,7 @@ instructor's; nbgrader's exchange is the one folder they share. Learners' server
 learners' environment (STATE/env: the course without its answers) and are set up as
 `./course lab` sets up a learner's JupyterLab (instructor tools hidden; Validate and the
 Assignment List shown); instructors' servers run the clone's Python and add Formgrader and the
-course folder in their home (see grader/hub.py).
+course folder in their home (see grader/classroom/hub.py).
 
 The values that differ from class to class come from the environment `python -m grader hub`
 sets: COURSE_HUB_STATE (the exchange and the hub's own database), COURSE_HUB_BIND and COURSE_LANG.

@@ -176,7 +176,7 @@ def test_autograded_copy_keeps_prose_and_code_but_no_hidden_tests(graded):
     assert "Grader: \u2717" in text and "cosine similarity" in text
 
 
-# What the first cell prints when it installs the course, or cannot (grader/release.py, INSTALL_CELL_SOURCE).
+# What the first cell prints when it installs the course, or cannot (grader/authoring/release.py, INSTALL_CELL_SOURCE).
 INSTALL_OUTPUT = re.compile(r"<pre>(Installing the course|The course.s package is not installed|Nothing installed|"
                             r"正在安装课程|这里没有安装课程|没有安装任何东西)")
 

@@ -1,4 +1,4 @@
-"""Which PyTorch build the course's installs ask pip for (the rule: grader/torch_index.py).
+"""Which PyTorch build the course's installs ask pip for (the rule: grader/classroom/torch_index.py).
 
 `./course` runs for real in a copy of the repository whose .venv/bin/python only records what it
 is asked to do, so nothing is installed and nothing is downloaded; a local server stands in for

@@ -1,5 +1,5 @@
-"""The specification format of hidden checks (grader/spec.py) and the inputs they share
-(grader/inputs.py)."""
+"""The specification format of hidden checks (grader/checks/spec.py) and the inputs they share
+(grader/checks/inputs.py)."""
 from __future__ import annotations
 
 import ast
@@ -94,8 +94,8 @@ def test_the_shared_inputs_hold_no_reference_answer():
            {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
     imports = {alias.name for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom))
                for alias in n.names} | {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
-    assert not operators, "grader/inputs.py multiplies matrices"
-    assert not used & ANSWERS, f"grader/inputs.py computes {sorted(used & ANSWERS)}"
+    assert not operators, "grader/checks/inputs.py multiplies matrices"
+    assert not used & ANSWERS, f"grader/checks/inputs.py computes {sorted(used & ANSWERS)}"
     assert imports <= {"__future__", "annotations", "math", "torch"}, imports
 
 

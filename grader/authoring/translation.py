@@ -542,7 +542,7 @@ LANGUAGE_CELLS = {
 }
 
 
-INSTALL_CELL = "install_course"   # the grade id of each unit's first code cell (grader/release.py writes it)
+INSTALL_CELL = "install_course"   # the grade id of each unit's first code cell (grader/authoring/release.py writes it)
 
 
 def edition(source_nb, language: str, table: dict[str, str]):

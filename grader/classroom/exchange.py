@@ -3,7 +3,7 @@
 nbgrader's default exchange asks for a root that every account may write (mode 777): a learner
 could then rename the course's folder and hide every release and submission from the class,
 or make the course's folder before the instructor does and own it. On the class hub
-(grader/hub.py) the root belongs to root, mode 755, and the course's folder in it is made by
+(grader/classroom/hub.py) the root belongs to root, mode 755, and the course's folder in it is made by
 the hub and given to the instructor. These classes are nbgrader's own, with one change: before
 each action they ask only that the root can be entered, not written (nbgrader's `ensure_root`).
 Everything below the root (outbound/, inbound/ with its hidden submissions, feedback/) is

@@ -14,7 +14,7 @@ The servers' Jupyter settings are copied into STATE/settings, readable by all.
 
 nbgrader's exchange, STATE/exchange, belongs to root (mode 755): nobody else can make, move or
 delete anything in it. The course's folder in it is made by the hub and given to the first
-instructor; below it, nbgrader's own folders and modes (see grader/exchange.py).
+instructor; below it, nbgrader's own folders and modes (see grader/classroom/exchange.py).
 
 `hub add` makes each NAME a Unix account in the class's group, with a private home and a
 password printed once: learners log in with it, and each server runs as its owner. An

@@ -1,6 +1,6 @@
 """nbgrader in every server of the class hub (learners' and instructors'): the course's settings,
 the class's exchange, which the hub names in COURSE_EXCHANGE, and nbgrader's exchange actions
-for a root that only root may change (see grader/exchange.py)."""
+for a root that only root may change (see grader/classroom/exchange.py)."""
 import os
 
 from grader.classroom.exchange import FACTORY
