@@ -13,9 +13,9 @@ import pytest
 from helpers import scores
 
 from grader import course, notebook
+from grader.classroom.lms import number
 from grader.grading import gradebook
 from grader.grading.results import ExerciseResult, NotebookResult
-from grader.lms import number
 
 # One worker runs the whole module, so its fixture (a graded gradebook) is built once.
 pytestmark = pytest.mark.xdist_group("test_lms")
