@@ -1,6 +1,8 @@
 """The self-check library says what is wrong, in learner terms, on deliberately wrong values."""
 from __future__ import annotations
 
+import json
+
 import pytest
 import torch
 
@@ -72,7 +74,15 @@ def test_an_error_names_where_it_was_raised_and_code_not_written_yet_says_to_run
     part = Tuple()((WANT, {"__error__": "NotImplementedError", "where": "KVCache.append"}), (WANT, WANT), [])
     assert isinstance(part, NotWritten) and part.function == "KVCache.append" and "part 1" not in part
     assert Tuple()((WANT, {"__error__": "ValueError: no", "where": "f"}), (WANT, WANT), []) == \
-        "part 1 of the returned tuple: it raised ValueError in f: no"
+        "part 1 of what the check compares: it raised ValueError in f: no"
+
+
+def test_a_tuple_judge_names_each_part_by_what_it_is_and_keeps_the_names_in_the_fixtures():
+    """The tuple is often the check's own bundle (len(cache), the output): its parts are named."""
+    judge = Tuple(parts=("len(cache)", "the output"))
+    message = judge((torch.tensor(2), WANT + 1), (torch.tensor(2), WANT), [])
+    assert message.startswith("the output: ") and "tuple" not in message
+    assert judge_from_plain(json.loads(json.dumps(judge_to_plain(judge)))) == judge
 
 
 def test_transposed_square_result_and_the_rows_that_differ_are_named():

@@ -247,8 +247,14 @@ class Numpy(Tensor):
 
 @dataclasses.dataclass(frozen=True)
 class Tuple(Tensor):
-    """A tuple of tensors, such as (weights, context), each part within `steps` as for Tensor.
-    A mistake's value may be a tuple too, with None for the parts it says nothing about."""
+    """Several tensors judged together, such as (weights, context), each within `steps` as for
+    Tensor. A mistake's value may be a tuple too, with None for the parts it says nothing about.
+    `parts` names each part for the learner ("the weights", "len(cache)", "the gradient of q"):
+    the tuple is often the check's own bundle, not something the learner's code returned."""
+    parts: tuple[str, ...] = ()
+
+    def part(self, i: int) -> str:
+        return self.parts[i] if i < len(self.parts) else say("part {i} of what the check compares", i=i)
 
     def __call__(self, got, want, mistakes):
         if error_message(got):
@@ -260,7 +266,7 @@ class Tuple(Tensor):
             msg = tensor_message(g, w, known, self.steps)
             if msg:  # a known mistake, or code not written yet, says it all; another message names the part
                 named = msg in {m.message for m in known} or isinstance(msg, NotWritten)
-                return msg if named else say("part {i} of the returned tuple: {message}", i=i, message=msg)
+                return msg if named else say("{part}: {message}", part=self.part(i), message=msg)
         return None
 
 
@@ -332,6 +338,8 @@ def judge_to_plain(judge: Judge) -> dict[str, Any]:
 
 def judge_from_plain(data: dict[str, Any]) -> Judge:
     settings = dict(data)
+    if isinstance(settings.get("parts"), list):   # JSON has no tuples
+        settings["parts"] = tuple(settings["parts"])
     return JUDGES[settings.pop("kind")](**settings)
 
 
