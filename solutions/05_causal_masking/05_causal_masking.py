@@ -358,7 +358,7 @@ def weights_examples():
 
 def weights_cases(g):
     return [Case("T=1", scores=torch.randn(1, 1, generator=g)),
-            Case("a batch of 2 x 3 heads, T=5 (leading dimensions)", scores=torch.randn(2, 3, 5, 5, generator=g)),
+            Case("leading dimensions (2, 3), T=5", scores=torch.randn(2, 3, 5, 5, generator=g)),
             Case("T=7, scores of size 3", scores=3 * torch.randn(7, 7, generator=g)),
             Case("a batch of 4, T=6, scores around -1.5e4", scores=3 * torch.randn(4, 6, 6, generator=g) - 1.5e4),
             Case("a batch of 4, T=6, scores around -1.5e5", scores=3 * torch.randn(4, 6, 6, generator=g) - 1.5e5)]
@@ -543,6 +543,13 @@ print("SDPA given the True=blocked mask by mistake, same output:", torch.allclos
 # Handing a True-means-blocked mask to `F.scaled_dot_product_attention` inverts it without any
 # error: the last row then has nothing to attend to. Whenever you pass a mask to someone else's
 # function, check which convention it expects.
+#
+# `is_causal=True` is more than a shorter way to write the mask. Fused kernels such as
+# FlashAttention, which `F.scaled_dot_product_attention` can use on a GPU, go through the keys in
+# blocks, and under a causal mask they skip every block that lies wholly above the diagonal:
+# with 4,096 tokens in blocks of 128, that is 496 of the 1,024 blocks, about half of the work. A
+# mask handed over as a tensor does not tell them which blocks they may skip. Masking the way this
+# unit does it computes every score, the future included, and only then throws the blocked ones away.
 
 # %% [markdown]
 # ## 6. Masking after the softmax
@@ -597,7 +604,7 @@ def renorm_examples():
 
 def renorm_cases(g):
     return [Case("T=1", weights=torch.ones(1, 1)),
-            Case("a batch of 2 x 3 heads, T=5 (leading dimensions)",
+            Case("leading dimensions (2, 3), T=5",
                  weights=torch.softmax(torch.randn(2, 3, 5, 5, generator=g), dim=-1)),
             Case("T=6, scores of size 2", weights=torch.softmax(2 * torch.randn(6, 6, generator=g), dim=-1)),
             Case("a batch of 3, T=4", weights=torch.softmax(torch.randn(3, 4, 4, generator=g), dim=-1))]
@@ -1292,18 +1299,28 @@ print("any NaN left:", torch.isnan(finite).any().item(), torch.isnan(zeroed).any
 #
 # **Goal:** return `True` when `fn` is permutation-equivariant and `False` when the order of the
 # tokens changes what it computes. `fn` is any function (or a module in `eval()` mode) that maps
-# `(B, num_tokens, d)` to `(B, num_tokens, d_out)`. In each of `trials` trials, draw a random
-# input and a random permutation of the token positions, and compare `fn(x[:, perm])` with
+# a batch `(B, num_tokens, d)` to `(B, num_tokens, d_out)`: give it a batch, since a module such
+# as your `CausalAttention` needs one. In each of `trials` trials, draw a fresh random input and a
+# fresh random permutation of the token positions, and compare `fn(x[:, perm])` with
 # `fn(x)[:, perm]` within float32 rounding error: the same computation done in another order
-# may differ in its last digits. Return a Python `bool`.
+# may differ in its last digits. Return `False` as soon as one trial differs, and in any case a
+# Python `bool`.
+#
+# Two things make a trial miss. A permutation that moves no token, the identity, proves nothing:
+# `fn(x[:, perm])` is then `fn(x)`, whatever `fn` does. Among many tokens `torch.randperm` seldom
+# draws it, but among two it draws it half the time, so draw again until the permutation moves a
+# token (a single token has no other order, and nothing to test). And some dependences on the
+# order show only under some permutations: a function that notices whether its tokens stand in an
+# even or an odd order is fooled by every even permutation, half of them. That is why each trial
+# draws its own permutation, and why one trial that differs decides.
 #
 # <details><summary>Hint</summary>
 #
 # `torch.randperm(n)` draws a random order of `0, ..., n-1`; indexing with it along dimension 1
-# reorders the tokens of every sequence in the batch. A permutation fixed in advance, such as
-# reversing the tokens or moving each one place along, can miss a dependence on the order that
-# it happens to respect: draw a fresh one in every trial. The tolerance of your `is_causal`
-# fits here too.
+# reorders the tokens of every sequence in the batch, and `torch.equal` tells you whether it is
+# `torch.arange(n)`, the identity. A permutation fixed in advance, such as reversing the tokens
+# or moving each one place along, can miss a dependence on the order that it happens to respect.
+# The tolerance of your `is_causal` fits here too.
 # </details>
 
 # %% nbgrader={"grade": false, "grade_id": "u05_is_permutation_equivariant", "locked": false, "schema_version": 3, "solution": true, "task": false}
@@ -1312,10 +1329,13 @@ def is_permutation_equivariant(fn, num_tokens: int, d: int, trials: int = 3) -> 
     fn(x[:, perm]) equals fn(x)[:, perm] within float32 rounding for `trials` random inputs x of
     shape (B, num_tokens, d) and random permutations perm; False as soon as one trial differs."""
     ### BEGIN SOLUTION
+    identity = torch.arange(num_tokens)
     with torch.no_grad():
         for _ in range(trials):
-            x = torch.randn(2, num_tokens, d)            # (B, T, d)
+            x = torch.randn(2, num_tokens, d)            # (B, T, d): a batch, as fn expects
             perm = torch.randperm(num_tokens)            # (T,) a random order of the positions
+            while num_tokens > 1 and torch.equal(perm, identity):
+                perm = torch.randperm(num_tokens)        # the identity moves nothing: draw again
             shuffle_first = fn(x[:, perm])               # (B, T, d_out): shuffle, then fn
             shuffle_after = fn(x)[:, perm]               # (B, T, d_out): fn, then shuffle
             if not torch.allclose(shuffle_first, shuffle_after, rtol=1e-5, atol=1e-5):
@@ -1345,25 +1365,46 @@ EQUIVARIANCE_SCENARIOS = {
     "circular": "self-attention whose scores depend on how far apart two positions are around a circle, which "
                 "reversing the order or moving every token one place along leaves unchanged (expected False)",
 }
+# Dependences on the order that a trial can miss: scenario -> (label, trials, (T, d) of the
+# examples, (T, d) of the other cases). Given 20 trials, a detector that draws a fresh permutation
+# in each misses "parity" with a chance of 2 ** -20; one that tries a single permutation misses it
+# half the time, so its eight cases leave it a chance of 1/256. A detector that may draw the
+# identity misses "two" half the time: eight cases again.
+MISSABLE = {
+    "parity": ("self-attention plus a shift whose sign tells whether the tokens stand in an even or an odd order, "
+               "which only the odd permutations, half of them, reveal", 20,
+               ((6, 3), (5, 4)), ((7, 5), (9, 2), (4, 6), (8, 3), (6, 2), (5, 5))),
+    "two": ("self-attention with a position vector added to each token, where torch.randperm(2) draws the "
+            "identity half the time", 1,
+            ((2, 3), (2, 4)), ((2, 1), (2, 2), (2, 5), (2, 6), (2, 7), (2, 8))),
+}
 
 
 def equivariance_examples():
-    return [Case(f"{label}, T=6, d=3", scenario=name, num_tokens=6, d=3)
-            for name, label in EQUIVARIANCE_SCENARIOS.items()]
+    return ([Case(f"{label}, T=6, d=3", scenario=name, num_tokens=6, d=3)
+             for name, label in EQUIVARIANCE_SCENARIOS.items()]
+            + [Case(f"{label}, T={t}, d={d}, trials={trials} (expected False)", scenario=name, num_tokens=t, d=d,
+                    trials=trials) for name, (label, trials, shapes, _) in MISSABLE.items() for t, d in shapes])
 
 
 def equivariance_cases(g):
     # T >= 6: a random permutation that respects the circle (a rotation or a reflection of it)
     # has a chance of 2T / T! <= 1/60 per trial.
-    return [Case(f"{label}, T={t}, d={d}", scenario=name, num_tokens=t, d=d)
-            for t, d in ((7, 5), (9, 2)) for name, label in EQUIVARIANCE_SCENARIOS.items()]
+    return ([Case(f"{label}, T={t}, d={d}", scenario=name, num_tokens=t, d=d)
+             for t, d in ((7, 5), (9, 2)) for name, label in EQUIVARIANCE_SCENARIOS.items()]
+            + [Case(f"{label}, T={t}, d={d}, trials={trials} (expected False)", scenario=name, num_tokens=t, d=d,
+                    trials=trials) for name, (label, trials, _, shapes) in MISSABLE.items() for t, d in shapes])
 
 
-def call_is_permutation_equivariant(scenario, num_tokens, d):
+def call_is_permutation_equivariant(scenario, num_tokens, d, trials=None):
     torch.manual_seed(0)
     w_query, w_key, w_value = (torch.randn(d, d, dtype=torch.float64) / math.sqrt(d) for _ in range(3))
+    not_a_batch = []   # the shapes of inputs fn was given that are not (B, num_tokens, d)
 
     def fn(x):
+        if x.dim() != 3 or x.shape[1] != num_tokens:
+            not_a_batch.append(tuple(x.shape))
+            raise ValueError(f"fn takes a batch of shape (B, {num_tokens}, {d}), got {tuple(x.shape)}")
         # Computed in float64 and rounded to float32, so that the equivariant scenarios are
         # equivariant to the last bit and only "rounding" moves by float32 rounding.
         dtype, x = x.dtype, x.double()
@@ -1371,24 +1412,37 @@ def call_is_permutation_equivariant(scenario, num_tokens, d):
         pos = torch.arange(t, dtype=torch.float64, device=x.device)           # (T,)
         if scenario == "tokenwise":
             return torch.tanh(x @ w_value).to(dtype)
-        if scenario == "positions":
+        if scenario in ("positions", "two"):
             x = x + torch.cos(0.9 * pos[:, None] * torch.arange(1, d + 1, dtype=torch.float64) + 0.3)
-        q, k, v = x @ w_query, x @ w_key, x @ w_value                          # (..., T, d)
-        scores = q @ k.transpose(-2, -1) / math.sqrt(d)                        # (..., T, T)
+        q, k, v = x @ w_query, x @ w_key, x @ w_value                          # (B, T, d)
+        scores = q @ k.transpose(-2, -1) / math.sqrt(d)                        # (B, T, T)
         if scenario == "circular":
             scores = scores + 2.0 * torch.cos(2 * math.pi * (pos[:, None] - pos[None, :]) / t)
         if scenario == "causal":
             future = torch.ones(t, t, dtype=torch.bool, device=x.device).triu(1)
             scores = scores.masked_fill(future, float("-inf"))
-        out = torch.softmax(scores, dim=-1) @ v                                # (..., T, d)
+        out = torch.softmax(scores, dim=-1) @ v                                # (B, T, d)
         if scenario == "little":
             out = out + 1e-3 * (pos / t)[:, None]
+        if scenario == "parity":  # +0.5 when the tokens' first features stand in an even order, -0.5 when odd
+            first = x[..., 0]                                                  # (B, T)
+            later = torch.ones(t, t, dtype=torch.bool, device=x.device).triu(1)
+            inversions = ((first[:, :, None] > first[:, None, :]) & later).sum(dim=(-2, -1))  # (B,)
+            out = out + 0.5 - (inversions % 2)[:, None, None].double()
         out = out.to(dtype)
         if scenario == "rounding":
             out = out * (1 + 5e-7 * torch.cos(pos)[:, None]).to(dtype)
         return out
 
-    result = is_permutation_equivariant(fn, num_tokens, d)
+    try:
+        result = (is_permutation_equivariant(fn, num_tokens, d) if trials is None
+                  else is_permutation_equivariant(fn, num_tokens, d, trials))
+    except Exception:
+        if not_a_batch:
+            return "fn called on input that is not (B, num_tokens, d)"
+        raise
+    if not_a_batch:
+        return "fn called on input that is not (B, num_tokens, d)"
     return result if result is None or isinstance(result, bool) else f"a {type(result).__name__}"
 
 
@@ -1418,8 +1472,18 @@ def equivariance_mistakes(scenario):
                    "the tokens). Compare every output, within float32 rounding", True),
         "circular": ("your detector missed a dependence on the order that reversing the tokens or moving each one "
                      "place along cannot see: draw a fresh random permutation (torch.randperm) in every trial", True),
+        "parity": ("your detector said True for a function whose dependence on the order only the odd "
+                   "permutations reveal, half of them: each trial must draw its own random permutation, and one "
+                   "trial that differs must make the answer False. Did you draw one permutation for all the "
+                   "trials, run a single trial, or keep only the verdict of the last trial?", True),
+        "two": ("your detector said True with 2 tokens and 1 trial: torch.randperm(2) draws the identity half the "
+                "time, and a permutation that moves no token proves nothing. Draw again until the permutation "
+                "moves a token", True),
     }
     yield Mistake(*found[scenario])
+    yield Mistake("your detector gave fn an input that is not a batch of shape (B, num_tokens, d): fn takes a batch of "
+                  "sequences, as a module such as your CausalAttention does, so draw x = torch.randn(B, num_tokens, d) "
+                  "and permute its dimension 1, the tokens", "fn called on input that is not (B, num_tokens, d)")
     for kind in ("Tensor", "bool_"):
         yield Mistake(f"your detector returned a {kind}, not a Python bool: return True or False, e.g. "
                       "bool(torch.allclose(...)) or .item() of a one-element tensor", f"a {kind}")
@@ -1451,7 +1515,7 @@ print("causal attention, no positions:", is_permutation_equivariant(causal, T6, 
 # tokens, so a model can tell where it stands by *how many* tokens it sees.
 #
 # The simplest case: give the first token a feature that no other token has (many models begin
-# every text with a special start token), and let a head attend evenly, with all its scores
+# every text with a special start token), and let the attention spread evenly, with all its scores
 # equal. The output at position $t$ is the average of that feature over $t + 1$ tokens,
 # $1/(t+1)$: the position, read off exactly. Without the mask every position gets $1/T$, and no
 # trace of where it stands.
@@ -1495,11 +1559,13 @@ print("1 / (t + 1):     ", 1 / torch.arange(1, T6 + 1))
 # at position $t$ is *rotated* by the angle $t\,\omega_i$, with the frequencies above; the values
 # are left alone. A rotation keeps lengths, and turning $q$ by $m\,\omega_i$ and $k$ by
 # $n\,\omega_i$ changes their dot product only through the difference $(n - m)\,\omega_i$: the
-# score of a query at $m$ with a key at $n$ depends on the two vectors and on the offset
-# $n - m$, never on $m$ and $n$ themselves. (Libraries pair the entries differently: neighbours
+# score of a query at $m$ with a key at $n$ depends on the two vectors, and on the positions only
+# through their offset $n - m$. (Libraries pair the entries differently: neighbours
 # $(0, 1), (2, 3), \dots$ as here, or entry $i$ with entry $i + d/2$. The effect is the same,
 # but trained weights are not interchangeable: moving a checkpoint from one convention to the
-# other permutes the rows of $W_q$ and $W_k$, as Hugging Face's conversion of Llama does.)
+# other reorders the output features of $W_q$ and $W_k$, as Hugging Face's conversion of Llama
+# does. An `nn.Linear` stores its weight as (out, in), so these are the rows of
+# `W_query.weight`; written as $x W$, with $W$ of shape (in, out), they are the columns of $W$.)
 
 # %%
 def sinusoidal_positions(num_tokens, d):
@@ -1522,10 +1588,16 @@ def sinusoidal_positions(num_tokens, d):
 #
 # $$(a, b) \;\to\; (a\cos\theta - b\sin\theta,\; a\sin\theta + b\cos\theta) .$$
 #
-# `positions` is a 1-D integer tensor of length `T`, the position of each row. It is not always
-# `0, 1, ..., T-1`: unit 09 feeds a few new tokens at a time, and the new tokens then stand at
-# positions `P, P+1, ...` after the `P` already seen. Return a tensor of the same shape and dtype
-# as `x`, each pair in its place.
+# `positions` is a 1-D integer tensor of length `T`, the position of each row. It need not be
+# `0, 1, ..., T-1`: a model that writes text may feed only its newest tokens, which stand at
+# positions `P, P+1, ...` after the `P` tokens before them. Return a tensor of the same shape and
+# dtype as `x`, each pair in its place. A float16 or bfloat16 `x` gives a result of its own dtype,
+# even if you compute the angles in float32 or float64: multiplying `x` by tables of another
+# dtype promotes the product to theirs, so turn the tables, or the result, into `x.dtype`.
+#
+# **Precision.** Angles computed in float32 are accepted, and so are float64 ones: the checks use
+# positions below 200, where the two agree within the checks' tolerance. Further along a text
+# they drift apart; the cell after the exercise measures by how much.
 #
 # By hand first. With `d = 2` there is one pair and $\omega_0 = \text{base}^0 = 1$, so the row
 # `(1, 0)` at position 1 turns by 1 radian: `(cos 1, sin 1) = (0.5403, 0.8415)`. With `d = 4`,
@@ -1541,7 +1613,7 @@ def sinusoidal_positions(num_tokens, d):
 #
 # `omega = base ** (-torch.arange(0, d, 2) / d)` and `angle = positions[:, None] * omega`. Stack
 # the two rotated halves on a new last axis, `(..., T, d/2, 2)`, and `flatten(-2)` puts each pair
-# back in its place.
+# back in its place. The cosines and sines need `.to(x.dtype)` before they meet `x`.
 # </details>
 # </details>
 
@@ -1549,7 +1621,7 @@ def sinusoidal_positions(num_tokens, d):
 def rope(x: torch.Tensor, positions: torch.Tensor, base: float = 10000.0) -> torch.Tensor:
     """Rotary positions: turn each pair of entries (2i, 2i+1) of x (..., T, d), d even, counter-
     clockwise by the angle positions[t] * base ** (-2i / d). positions: 1-D integers, length T.
-    Returns a tensor of the same shape and dtype as x."""
+    Returns a tensor of the same shape and dtype as x (a float16 x gives a float16 result)."""
     ### BEGIN SOLUTION
     d = x.shape[-1]
     omega = base ** (-torch.arange(0, d, 2, dtype=torch.float64, device=x.device) / d)     # (d/2,)
@@ -1568,7 +1640,7 @@ check("rope")
 ### BEGIN HIDDEN TESTS
 import torch
 
-from grader.spec import Case, Mistake, Spec, run
+from grader.spec import Case, Exact, Mistake, Spec, run
 
 
 def rope_examples():
@@ -1577,14 +1649,14 @@ def rope_examples():
                  base=10000.0),
             Case("the row (1, 0, 1, 0) at position 2, d=4, base=100", x=torch.tensor([[1.0, 0.0, 1.0, 0.0]]),
                  positions=torch.tensor([2]), base=100.0),
-            Case("x of shape (2, 3, 6) at positions [5, 6, 7], as new tokens after 5 cached ones",
+            Case("x of shape (2, 3, 6) at positions [5, 6, 7]: tokens that follow 5 earlier ones",
                  x=torch.randn(2, 3, 6, generator=g), positions=torch.tensor([5, 6, 7]), base=10000.0)]
 
 
 def rope_cases(g):
     return [Case("x of shape (4, 8) at positions 0 ... 3", x=torch.randn(4, 8, generator=g),
                  positions=torch.arange(4), base=10000.0),
-            Case("x of shape (2, 3, 5, 4) (batch, heads, tokens, head_dim) at positions 10 ... 14",
+            Case("x of shape (2, 3, 5, 4) (two leading dimensions) at positions 10 ... 14",
                  x=torch.randn(2, 3, 5, 4, generator=g), positions=torch.arange(10, 15), base=10000.0),
             Case("x of shape (3, 10) at positions [3, 9, 4], base=500", x=torch.randn(3, 10, generator=g),
                  positions=torch.tensor([3, 9, 4]), base=500.0),
@@ -1619,8 +1691,8 @@ def rope_oracle(x, positions, base):
 def rope_mistakes(x, positions, base):
     in_order = torch.arange(x.shape[-2])
     if not torch.equal(positions, in_order):
-        yield Mistake("you turned row t by its place in x (0, 1, ..., T-1), not by positions[t]: new tokens fed "
-                      "after P cached ones stand at positions P, P+1, ...", rope_reference(x, in_order, base))
+        yield Mistake("you turned row t by its place in x (0, 1, ..., T-1), not by positions[t]: tokens that "
+                      "follow P earlier ones stand at positions P, P+1, ...", rope_reference(x, in_order, base))
     yield Mistake("you turned the pairs clockwise; counter-clockwise, as asked, (a, b) becomes "
                   "(a cos θ - b sin θ, a sin θ + b cos θ)",
                   rope_reference(x, positions, base, sign=-1.0))
@@ -1629,6 +1701,9 @@ def rope_mistakes(x, positions, base):
                       "two neighbours, (2i, 2i+1)", rope_reference(x, positions, base, pairs="halves"))
         yield Mistake("pair i turns at base ** (-2i / d), where i counts pairs: you used base ** (-i / d)",
                       rope_reference(x, positions, base, exponent=1.0))
+        yield Mistake("your speeds grow with the pair: pair i turns at base ** (-2i / d), a minus sign in the "
+                      "exponent, so that the first pair is the fastest", rope_reference(x, positions, base,
+                                                                                       exponent=-2.0))
         yield Mistake("the turned pairs come back as all first entries, then all second entries: put each pair back "
                       "in its place (2i, 2i+1), e.g. stack them on a new last axis and flatten",
                       rope_reference(x, positions, base, back="halves"))
@@ -1636,10 +1711,72 @@ def rope_mistakes(x, positions, base):
         yield Mistake("you used 10000 instead of the base you were given", rope_reference(x, positions, 10000.0))
 
 
-run(Spec("rope", call_rope, rope_oracle, examples=rope_examples, cases=rope_cases, mistakes=rope_mistakes))
+def rope_dtype_examples():
+    return [Case("the row (1, 0) at position 1 in float64: the dtype of the result is compared",
+                 x=torch.tensor([[1.0, 0.0]], dtype=torch.float64), positions=torch.tensor([1]), base=10000.0),
+            Case("the row (1, 0) at position 1 in float16: the dtype of the result is compared",
+                 x=torch.tensor([[1.0, 0.0]], dtype=torch.float16), positions=torch.tensor([1]), base=10000.0)]
+
+
+def rope_dtype_cases(g):
+    return [Case("x of shape (2, 3, 5, 4) in bfloat16 at positions 10 ... 14: the dtype of the result is compared",
+                 x=torch.randn(2, 3, 5, 4, generator=g).to(torch.bfloat16), positions=torch.arange(10, 15),
+                 base=10000.0),
+            Case("x of shape (3, 8) in float16 at positions [3, 9, 4], base=500: the dtype of the result is compared",
+                 x=torch.randn(3, 8, generator=g).half(), positions=torch.tensor([3, 9, 4]), base=500.0),
+            Case("x of shape (1, 4, 6) in float64 at positions 100 ... 103: the dtype of the result is compared",
+                 x=torch.randn(1, 4, 6, generator=g, dtype=torch.float64), positions=torch.arange(100, 104),
+                 base=10000.0),
+            Case("x of shape (4, 2) in float32 at positions 0 ... 3: the dtype of the result is compared",
+                 x=torch.randn(4, 2, generator=g), positions=torch.arange(4), base=10000.0)]
+
+
+def call_rope_dtype(x, positions, base):
+    out = rope(x, positions, base)
+    return str(out.dtype).replace("torch.", "") if isinstance(out, torch.Tensor) else f"a {type(out).__name__}"
+
+
+def rope_dtype_oracle(x):
+    return str(x.dtype).replace("torch.", "")
+
+
+def rope_dtype_mistakes(x):
+    want = str(x.dtype).replace("torch.", "")
+    for got in ("float32", "float64"):
+        if got == want:
+            continue
+        if x.dtype in (torch.float16, torch.bfloat16):
+            yield Mistake(f"your rope returned {got} for a {want} x: cos and sin tables of {got} promote the "
+                          "product to their dtype. Turn the tables into x.dtype before they meet x (cos.to(x.dtype)), "
+                          "or the result back into x.dtype", got)
+        else:
+            yield Mistake(f"your rope returned {got} for a {want} x: something turned x or the result into {got} "
+                          "(x.float(), or a tensor made with torch.zeros or torch.empty, which are float32 unless "
+                          "told otherwise). Keep x's dtype: torch.empty_like(x), or .to(x.dtype) at the end", got)
+
+
+run(Spec("rope", call_rope, rope_oracle, examples=rope_examples, cases=rope_cases, mistakes=rope_mistakes),
+    Spec("rope", call_rope_dtype, rope_dtype_oracle, examples=rope_dtype_examples, cases=rope_dtype_cases,
+         mistakes=rope_dtype_mistakes, judge=Exact()))
 ### END HIDDEN TESTS
 
 # %% [markdown]
+# How precise are angles computed in float32? For a head of 64 entries, here is the largest
+# difference from float64 angles over its 32 pairs, at three positions:
+
+# %%
+d64 = 64
+for far in (100, 5_000, 100_000):
+    angle32 = far * 10000.0 ** (-torch.arange(0, d64, 2, dtype=torch.float32) / d64)   # (d/2,) in float32
+    angle64 = far * 10000.0 ** (-torch.arange(0, d64, 2, dtype=torch.float64) / d64)   # (d/2,) in float64
+    print(f"position {far:>7,}: float32 angles differ by up to {(angle32.double() - angle64).abs().max().item():.1e}")
+
+# %% [markdown]
+# A float32 number near 5,000 is stored in steps of about 0.0005, and the speeds themselves are
+# rounded, so the angles drift as the position grows: by up to about 1.5e-4 radians at position
+# 5,000 and 2e-3 at 100,000, and each turned entry moves by up to that fraction of its pair's
+# length. At the positions of this course, a few hundred at most, float32 angles are plenty.
+#
 # With `rope` written, place one query and one key at every position and look at their scores,
 # next to the sinusoidal table and its dot products.
 
@@ -1669,14 +1806,30 @@ print(f"sinusoidal, offset 7: PE(3)·PE(10) = {(table[3] @ table[10]).item():.4f
       f"PE(40)·PE(47) = {(table[40] @ table[47]).item():.4f}")
 print(f"RoPE, offset 3: score(2, 5) = {rope_scores[2, 5].item():.4f}, score(30, 33) = {rope_scores[30, 33].item():.4f}")
 print("rotation keeps lengths:", torch.allclose(q_at.norm(dim=-1), q_one.norm().expand(T64)))
+speeds = 10000.0 ** (-torch.arange(0, d32, 2, dtype=torch.float64) / d32)                     # (d/2,)
+for offset in (0, 4, 16, 64):
+    partial_sums = torch.polar(torch.ones(d32 // 2, dtype=torch.float64), offset * speeds).cumsum(0)  # (d/2,)
+    print(f"RoFormer's bound at offset {offset:>2}: {partial_sums.abs().mean().item():.2f}")
 
 
 # %% [markdown]
 # In the table (left), the top rows (the fast pairs) flicker from one position to the next
 # while the bottom rows barely change over 64 positions. In the middle and on the right, every
 # diagonal has a single colour: the similarity of two positions, and the RoPE score of a query
-# and a key, depend on how far apart they are and not on where. (With RoPE the score also
-# depends on the vectors themselves, which a trained model learns to use.)
+# and a key, depend on the positions only through how far apart they are. (With RoPE the score
+# also depends on the vectors themselves, which a trained model learns to use.)
+#
+# The last four lines are what Su et al. (RoFormer) call RoPE's *long-term decay*. The score of a
+# query and a key at offset $r$ is at most a number set by the two vectors times
+# $\sum_j |S_j|$, where $S_j = \sum_{i<j} e^{\mathrm{i}\, r\,\omega_i}$ adds up the turns of
+# the first $j$ pairs. The mean of the $|S_j|$, printed above, shrinks, on the whole, as $r$
+# grows: from 8.50 at offset 0 to 3.44 at offset 64. It bounds what a score can reach; a trained
+# model can still attend far back when its vectors make that pay.
+#
+# The speeds are also why `rope` takes `base` as an argument. The slowest pair goes round once
+# every $2\pi\,\text{base}^{(d-2)/d}$ positions, so a larger base keeps positions far apart
+# distinct in the slow pairs: Llama 2 uses 10,000, with texts of up to 4,096 tokens, and Llama 3
+# raised it to 500,000 to serve longer texts.
 #
 # Added to the tokens or turning the queries and keys, both encodings break the symmetry, as
 # they should:
@@ -1722,9 +1875,9 @@ print("attention with RoPE:                  ", is_permutation_equivariant(rotar
 #   symmetry, and so does the causal mask: position *t* sees exactly *t* + 1 tokens.
 # - Learned absolute positions add a trained vector per position (up to `context_length`);
 #   sinusoidal positions add a fixed table of sines and cosines; RoPE rotates the queries and
-#   keys so that each score depends on the offset between two positions, not on where they are.
+#   keys so that each score depends on the two positions only through their offset.
 #   `rope` turns pair `(2i, 2i+1)` of the row at `positions[t]` by `positions[t] · base^(−2i/d)`,
-#   and takes the positions it is given, which under a cache do not start at 0.
+#   takes the positions it is given, which need not start at 0, and returns the dtype of `x`.
 #
 # **Next — unit 06:** several attention heads side by side, each with its own causal mask —
 # multi-head attention.

@@ -96,15 +96,18 @@ def is_permutation_equivariant(fn, num_tokens, d, trials=3):
     for _ in range(trials):
         x = torch.randn(3, num_tokens, d)
         perm = {perm}
+        {guard}
         if not {compare}:
             return False
     return True
 """
+_GUARD = """while num_tokens > 1 and torch.equal(perm, torch.arange(num_tokens)):
+            perm = torch.randperm(num_tokens)"""
 
 
-def _pe(before="pass", perm="torch.randperm(num_tokens)",
+def _pe(before="pass", perm="torch.randperm(num_tokens)", guard=_GUARD,
         compare="torch.allclose(fn(x[:, perm]), fn(x)[:, perm], rtol=1e-5, atol=1e-5)"):
-    return _PE.format(before=before, perm=perm, compare=compare)
+    return _PE.format(before=before, perm=perm, guard=guard or "pass", compare=compare)
 
 
 MISTAKES = [
@@ -276,6 +279,43 @@ def is_permutation_equivariant(fn, num_tokens, d, trials=3):
             "draw a fresh random permutation"),
     Mistake("fn switched to eval() (a plain function has no eval)", Q, _pe(before="fn.eval()"),
             "has no attribute 'eval'"),
+    Mistake("always the identity permutation", Q, _pe(perm="torch.arange(num_tokens)", guard=""),
+            "the identity permutation proves nothing"),
+    Mistake("a random permutation that may be the identity", Q, _pe(guard=""),
+            "draws the identity half the time"),
+    Mistake("a single trial, whatever trials asks", Q, """
+def is_permutation_equivariant(fn, num_tokens, d, trials=3):
+    x = torch.randn(2, num_tokens, d)
+    perm = torch.randperm(num_tokens)
+    while num_tokens > 1 and torch.equal(perm, torch.arange(num_tokens)):
+        perm = torch.randperm(num_tokens)
+    return bool(torch.allclose(fn(x[:, perm]), fn(x)[:, perm], atol=1e-5))
+""", "run a single trial"),
+    Mistake("one permutation drawn for all the trials", Q, _pe(before="""perm = torch.randperm(num_tokens)
+    while num_tokens > 1 and torch.equal(perm, torch.arange(num_tokens)):
+        perm = torch.randperm(num_tokens)""", perm="perm", guard=""), "draw one permutation for all the trials"),
+    Mistake("the verdict of the last trial only", Q, """
+def is_permutation_equivariant(fn, num_tokens, d, trials=3):
+    same = True
+    for _ in range(trials):
+        x = torch.randn(2, num_tokens, d)
+        perm = torch.randperm(num_tokens)
+        while num_tokens > 1 and torch.equal(perm, torch.arange(num_tokens)):
+            perm = torch.randperm(num_tokens)
+        same = torch.allclose(fn(x[:, perm]), fn(x)[:, perm], rtol=1e-5, atol=1e-5)
+    return same
+""", "keep only the verdict of the last trial"),
+    Mistake("input without a batch dimension", Q, """
+def is_permutation_equivariant(fn, num_tokens, d, trials=3):
+    for _ in range(trials):
+        x = torch.randn(num_tokens, d)
+        perm = torch.randperm(num_tokens)
+        while num_tokens > 1 and torch.equal(perm, torch.arange(num_tokens)):
+            perm = torch.randperm(num_tokens)
+        if not torch.allclose(fn(x[perm]), fn(x)[perm], rtol=1e-5, atol=1e-5):
+            return False
+    return True
+""", "not a batch of shape (B, num_tokens, d)"),
     # --- padding_mask
     Mistake("padding mask inverted", P, """
 def padding_mask(lengths, num_tokens):
@@ -316,6 +356,29 @@ def is_permutation_equivariant(fn, num_tokens, d, trials=3):
     Mistake("turned pairs returned as two halves", RO, _rope(back="torch.cat(turned, dim=-1)"),
             "all first entries, then all second entries"),
     Mistake("base ignored", RO, _rope(base="10000.0"), "instead of the base"),
+    Mistake("speeds that grow with the pair (base ** (+2i / d))", RO, _rope(base="1 / base"),
+            "your speeds grow with the pair"),
+    Mistake("float32 tables on a half-precision x", RO,
+            _rope().replace("torch.cos(angle).to(x.dtype), torch.sin(angle).to(x.dtype)",
+                            "torch.cos(angle).float(), torch.sin(angle).float()"),
+            "cos and sin tables of float32 promote"),
+    Mistake("float64 tables never converted", RO,
+            _rope().replace("torch.cos(angle).to(x.dtype), torch.sin(angle).to(x.dtype)",
+                            "torch.cos(angle), torch.sin(angle)"),
+            "cos and sin tables of float64 promote"),
+    Mistake("x turned into float32", RO,
+            _rope().replace("    d = x.shape[-1]", "    x = x.float()\n    d = x.shape[-1]"),
+            "something turned x or the result into float32"),
+    Mistake("the result made with torch.zeros (float32)", RO, """
+def rope(x, positions, base=10000.0):
+    d = x.shape[-1]
+    angle = positions.double()[:, None] * base ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)
+    cos, sin = torch.cos(angle).to(x.dtype), torch.sin(angle).to(x.dtype)
+    out = torch.zeros(x.shape)
+    out[..., 0::2] = x[..., 0::2] * cos - x[..., 1::2] * sin
+    out[..., 1::2] = x[..., 0::2] * sin + x[..., 1::2] * cos
+    return out
+""", "a tensor made with torch.zeros or torch.empty"),
 ]
 
 ALTERNATIVES = [
@@ -475,6 +538,8 @@ def is_permutation_equivariant(fn, num_tokens, d, trials=3):
         for _ in range(trials):
             x = torch.randn(4, num_tokens, d)
             order = torch.argsort(torch.rand(num_tokens))
+            if num_tokens > 1 and bool((order == torch.arange(num_tokens)).all()):
+                order = order.roll(1)   # the identity proves nothing: move every token one place
             back = torch.empty_like(order)
             back[order] = torch.arange(num_tokens)
             restored = fn(x[:, order])[:, back]
@@ -486,6 +551,9 @@ def is_permutation_equivariant(fn, num_tokens, d, trials=3):
 def is_permutation_equivariant(fn, num_tokens, d, trials=3):
     x = torch.randn(trials, num_tokens, d)
     perms = torch.stack([torch.randperm(num_tokens) for _ in range(trials)])      # (trials, T)
+    if num_tokens > 1:  # swap the first two tokens of any permutation that moves none
+        unmoved = (perms == torch.arange(num_tokens)).all(dim=1)
+        perms[unmoved, :2] = torch.tensor([1, 0])
     shuffled = torch.gather(x, 1, perms[:, :, None].expand(-1, -1, d))
     out = fn(x)
     expected = torch.gather(out, 1, perms[:, :, None].expand(-1, -1, out.shape[-1]))
@@ -503,6 +571,19 @@ def is_permutation_equivariant(fn, num_tokens, d, trials=3):
         b = fn(x).detach().index_select(1, perm)
         ok = ok and torch.allclose(a, b, atol=1e-5)
     return ok
+"""),
+    Alternative("one sequence per trial (B=1), verdicts gathered with all()", Q, """
+def is_permutation_equivariant(fn, num_tokens, d, trials=3):
+    verdicts = []
+    for _ in range(trials):
+        x = torch.randn(1, num_tokens, d)
+        while True:
+            perm = torch.randperm(num_tokens)
+            if num_tokens < 2 or (perm != torch.arange(num_tokens)).any():
+                break
+        with torch.no_grad():
+            verdicts.append(torch.allclose(fn(x)[:, perm], fn(x[:, perm]), atol=1e-5, rtol=1e-4))
+    return all(verdicts)
 """),
     Alternative("loop over sequences", P, """
 def padding_mask(lengths, num_tokens):
@@ -535,6 +616,25 @@ def rope(x, positions, base=10000.0):
     angle = (positions.float()[:, None] * omega).repeat_interleave(2, dim=-1)
     swapped = torch.stack((-x[..., 1::2], x[..., 0::2]), dim=-1).flatten(-2)
     return (x * torch.cos(angle) + swapped * torch.sin(angle)).to(x.dtype)
+"""),
+    Alternative("rope in float32 throughout, cast back to x's dtype at the end", RO, """
+def rope(x, positions, base=10000.0):
+    d = x.shape[-1]
+    xf = x.float()
+    inv_freq = 1.0 / (base ** (torch.arange(0, d, 2).float() / d))
+    angle = torch.outer(positions.float(), inv_freq)
+    out = torch.empty_like(xf)
+    out[..., 0::2] = xf[..., 0::2] * angle.cos() - xf[..., 1::2] * angle.sin()
+    out[..., 1::2] = xf[..., 0::2] * angle.sin() + xf[..., 1::2] * angle.cos()
+    return out.type_as(x)
+"""),
+    Alternative("rope with tables made in x's own dtype", RO, """
+def rope(x, positions, base=10000.0):
+    d = x.shape[-1]
+    omega = base ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)
+    angle = (positions.double()[:, None] * omega).to(x.dtype)
+    a, b = x[..., 0::2], x[..., 1::2]
+    return torch.stack((a * angle.cos() - b * angle.sin(), a * angle.sin() + b * angle.cos()), dim=-1).flatten(-2)
 """),
     Alternative("rope as a loop over the pairs", RO, """
 import math
