@@ -144,7 +144,7 @@ check("dot_product")
 import torch
 
 from grader.inputs import JOURNEY
-from grader.spec import Case, Mistake, Number, Spec, forbid, run
+from grader.spec import Case, Mistake, NotAsAsked, Number, Spec, forbid, run
 
 
 def dot_product_examples():
@@ -152,14 +152,26 @@ def dot_product_examples():
 
 
 def dot_product_cases(g):
-    return [Case(f"random vectors of length {n}", a=torch.randn(n, generator=g) * s, b=torch.randn(n, generator=g))
-            for n, s in ((1, 1.0), (2, 3.0), (5, 1.0), (64, 0.1))]
+    cases = [Case(f"random vectors of length {n}", a=torch.randn(n, generator=g) * s, b=torch.randn(n, generator=g))
+             for n, s in ((1, 1.0), (2, 3.0), (5, 1.0), (64, 0.1))]
+    return cases + [Case("integer vectors of length 6 (dtype int64)", a=torch.randint(-5, 6, (6,), generator=g),
+                         b=torch.randint(-5, 6, (6,), generator=g)),
+                    Case("float64 vectors of length 7", a=torch.randn(7, generator=g, dtype=torch.float64),
+                         b=torch.randn(7, generator=g, dtype=torch.float64))]
 
 
 def call_dot_product(a, b):
+    a_before, b_before = a.clone(), b.clone()
     with forbid("torch.dot", "torch.inner", "torch.matmul", "torch.mv", "torch.vdot", "torch.Tensor.__matmul__",
                 "torch.Tensor.dot", "torch.Tensor.matmul"):
-        return dot_product(a, b)
+        out = dot_product(a, b)
+    if isinstance(out, (list, tuple)):
+        raise NotAsAsked(f"dot_product returned a Python {type(out).__name__}: return one number, the sum of the "
+                         "products")
+    if not (torch.equal(a, a_before) and torch.equal(b, b_before)):
+        raise NotAsAsked("dot_product changed its input in place (with *=, += or a method ending in _): compute the "
+                         "products in a new tensor, a * b, and leave a and b as they were")
+    return out
 
 
 def dot_product_oracle(a, b):
@@ -167,9 +179,20 @@ def dot_product_oracle(a, b):
 
 
 def dot_product_mistakes(a, b):
+    a, b = a.double(), b.double()
     yield Mistake("you computed the cosine similarity (divided by the lengths); the dot product is not normalised",
                   (a * b).sum() / (a.norm() * b.norm()))
     yield Mistake("you returned the elementwise products: add them up to get one number", a * b)
+    yield Mistake("you added the two vectors: multiply them entry by entry (a * b), then add up the products",
+                  (a + b).sum())
+    yield Mistake("you multiplied the sum of a by the sum of b; the dot product adds up the products of matching "
+                  "entries, a[i] * b[i]", a.sum() * b.sum())
+    yield Mistake("you averaged the products (mean); the dot product adds them up (sum)", (a * b).mean())
+    if len(a) > 1:
+        yield Mistake("your loop leaves out the last entry: go over every index, range(len(a))",
+                      (a[:-1] * b[:-1]).sum())
+    yield Mistake("you returned a tensor of shape (1,), not a single number: sum over every entry without keepdim, so "
+                  "that the result is a 0-d tensor", (a * b).sum().reshape(1))
 
 
 DOT_PRODUCT = Spec("dot_product", call_dot_product, dot_product_oracle, examples=dot_product_examples,
@@ -217,21 +240,44 @@ check("attention_scores_for")
 import torch
 
 from grader.inputs import journey
-from grader.spec import Case, Mistake, Spec, run
+from grader.spec import Case, Mistake, NotAsAsked, Spec, run
 
 
 def scores_examples():
-    return [Case("query 'journey' on the six-token sentence", query=journey()[1], inputs=journey())]
+    return [Case("query 'journey' on the six-token sentence", query=journey()[1], inputs=journey()),
+            Case("query 'one' on the first three tokens (T = d = 3)", query=journey()[4], inputs=journey()[:3])]
 
 
 def scores_cases(g):
-    return [Case(f"random query against T={t} inputs of width d={d}",
-                 query=torch.randn(d, generator=g), inputs=torch.randn(t, d, generator=g))
-            for t, d in ((1, 3), (4, 1), (7, 5), (16, 32))]
+    cases = [Case(f"random query against T={t} inputs of width d={d}",
+                  query=torch.randn(d, generator=g), inputs=torch.randn(t, d, generator=g))
+             for t, d in ((1, 3), (4, 1), (7, 5), (16, 32), (5, 5))]
+    return cases + [Case("integer query and inputs (dtype int64), T=6, d=4", query=torch.randint(-3, 4, (4,), generator=g),
+                         inputs=torch.randint(-3, 4, (6, 4), generator=g)),
+                    Case("float64 query and inputs, T=8, d=3", query=torch.randn(3, generator=g, dtype=torch.float64),
+                         inputs=torch.randn(8, 3, generator=g, dtype=torch.float64))]
 
 
 def call_attention_scores_for(query, inputs):
-    return attention_scores_for(query, inputs)
+    query_before, inputs_before = query.clone(), inputs.clone()
+    try:
+        out = attention_scores_for(query, inputs)
+    except RuntimeError as exc:                        # add a hint to PyTorch's message, keep where it came from
+        text = str(exc).splitlines()[0] if str(exc) else ""
+        if "cannot be multiplied" in text or "size mismatch" in text:
+            exc.args = (text + " (a matrix product pairs each row of the left factor with the columns of the right "
+                        "one: inputs @ query, (T, d) @ (d,), gives one score per row of inputs)",)
+        elif "dtype" in text:
+            exc.args = (text + " (the two tensors have different dtypes, e.g. an integer and a float one: use the "
+                        "inputs as they come, or convert both to the same dtype)",)
+        raise
+    if isinstance(out, (list, tuple)):
+        raise NotAsAsked(f"attention_scores_for returned a Python {type(out).__name__}: return one tensor of shape "
+                         "(T,); torch.stack turns a list of 0-d tensors into one")
+    if not (torch.equal(query, query_before) and torch.equal(inputs, inputs_before)):
+        raise NotAsAsked("attention_scores_for changed its input in place (with *=, += or a method ending in _): "
+                         "leave query and inputs as they were and compute the scores in a new tensor")
+    return out
 
 
 def scores_oracle(query, inputs):
@@ -239,10 +285,21 @@ def scores_oracle(query, inputs):
 
 
 def scores_mistakes(query, inputs):
+    query, inputs = query.double(), inputs.double()
     yield Mistake("you computed cosine similarities (divided by the lengths); attention scores are plain dot products",
                   (inputs @ query) / (inputs.norm(dim=-1) * query.norm()))
     if inputs.shape[0] > 1:
         yield Mistake("you used a fixed row of `inputs` as the query instead of the `query` argument", inputs @ inputs[1])
+        yield Mistake("you returned one score, the last row's: keep the score of every row (collect them, then "
+                      "torch.stack)", inputs[-1] @ query)
+    yield Mistake("you added up the products over the tokens (dim=0); add up each row's products over its d features "
+                  "(dim=-1), one score per token", (inputs * query).sum(dim=0))
+    yield Mistake("you added every product into one number: add up each row's products separately (dim=-1), one "
+                  "score per token", (inputs * query).sum())
+    if inputs.shape[0] == inputs.shape[1]:
+        yield Mistake("you multiplied the query by the columns of inputs (query @ inputs, or inputs.T @ query): put "
+                      "inputs first, inputs @ query, so that each score is the query dotted with one row",
+                      query @ inputs)
 
 
 run(Spec("attention_scores_for", call_attention_scores_for, scores_oracle,
@@ -292,20 +349,38 @@ check("similarity_matrix")
 import torch
 
 from grader.inputs import journey
-from grader.spec import Case, Mistake, Spec, run
+from grader.spec import Case, Mistake, NotAsAsked, Spec, run
 
 
 def similarity_examples():
-    return [Case("the six-token sentence", inputs=journey())]
+    return [Case("the six-token sentence", inputs=journey()),
+            Case("the first three tokens (T = d = 3)", inputs=journey()[:3])]
 
 
 def similarity_cases(g):
-    return [Case(f"random inputs, T={t}, d={d}", inputs=torch.randn(t, d, generator=g))
-            for t, d in ((1, 4), (2, 2), (5, 8), (9, 3))]
+    cases = [Case(f"random inputs, T={t}, d={d}", inputs=torch.randn(t, d, generator=g))
+             for t, d in ((1, 4), (2, 2), (5, 8), (9, 3), (4, 4))]
+    return cases + [Case("integer inputs (dtype int64), T=5, d=3", inputs=torch.randint(-3, 4, (5, 3), generator=g)),
+                    Case("float64 inputs, T=6, d=2", inputs=torch.randn(6, 2, generator=g, dtype=torch.float64))]
 
 
 def call_similarity_matrix(inputs):
-    return similarity_matrix(inputs)
+    inputs_before = inputs.clone()
+    try:
+        out = similarity_matrix(inputs)
+    except RuntimeError as exc:                        # add a hint to PyTorch's message, keep where it came from
+        text = str(exc).splitlines()[0] if str(exc) else ""
+        if "cannot be multiplied" in text:
+            exc.args = (text + " (entry [i, j] pairs row i with row j: the right factor must hold the rows as its "
+                        "columns, inputs.T)",)
+        raise
+    if isinstance(out, (list, tuple)):
+        raise NotAsAsked(f"similarity_matrix returned a Python {type(out).__name__}: return one tensor of shape "
+                         "(T, T); torch.stack (or torch.tensor) turns the rows into one")
+    if not torch.equal(inputs, inputs_before):
+        raise NotAsAsked("similarity_matrix changed `inputs` in place (with *=, /= or a method ending in _): leave it "
+                         "as it was and compute the matrix in a new tensor")
+    return out
 
 
 def similarity_oracle(inputs):
@@ -313,10 +388,24 @@ def similarity_oracle(inputs):
 
 
 def similarity_mistakes(inputs):
+    inputs = inputs.double()
     unit = inputs / inputs.norm(dim=-1, keepdim=True).clamp_min(1e-8)
+    full = inputs @ inputs.T
     yield Mistake("you computed inputs.T @ inputs, which compares the embedding dimensions (d, d), not the tokens "
                   "(T, T)", inputs.T @ inputs)
     yield Mistake("you computed cosine similarities; this exercise asks for plain dot products", unit @ unit.T)
+    if inputs.shape[0] == inputs.shape[1]:
+        yield Mistake("you computed inputs @ inputs, without the transpose: entry [i, j] is row i dotted with row j, "
+                      "so the right factor is inputs.T", inputs @ inputs)
+    yield Mistake("you multiplied entry by entry (inputs * inputs); the matrix product inputs @ inputs.T takes the dot "
+                  "product of every pair of rows", inputs * inputs)
+    yield Mistake("you computed only each row's dot product with itself (the diagonal); the result holds every pair "
+                  "of rows, (T, T)", (inputs * inputs).sum(dim=-1))
+    if inputs.shape[0] > 1:
+        message = ("you filled only one triangle of the matrix: it is symmetric, so fill the entries on the other side "
+                   "of the diagonal too (or compute every pair)")
+        yield Mistake(message, full.triu())
+        yield Mistake(message, full.tril())
 
 
 run(Spec("similarity_matrix", call_similarity_matrix, similarity_oracle,
@@ -402,11 +491,17 @@ import torch
 import torch.nn.functional as F
 
 from grader.inputs import journey
-from grader.spec import Case, Mistake, Spec, run
+from grader.spec import Case, Mistake, NotAsAsked, Spec, run
 
 
 def cosine_examples():
-    return [Case("the six-token sentence", inputs=journey())]
+    first_three = journey()[:3]
+    first_three[1] = 0
+    return [Case("the six-token sentence", inputs=journey()),
+            Case("the first three tokens (T = d = 3) with 'journey' set to zeros (that row gives 0, not NaN)",
+                 inputs=first_three),
+            Case("the six-token sentence times 0.6, eps=0.5 ('with' and 'one' are then shorter than eps, so they are "
+                 "divided by eps)", inputs=journey() * 0.6, eps=0.5)]
 
 
 def cosine_cases(g):
@@ -418,13 +513,28 @@ def cosine_cases(g):
                       inputs=with_zero))
     cases.append(Case("eps=0.5 given as a keyword (rows shorter than eps are divided by eps)",
                       inputs=torch.randn(4, 3, generator=g) * 0.2, eps=0.5))
+    cases.append(Case("random inputs, T=d=4", inputs=torch.randn(4, 4, generator=g)))
+    cases.append(Case("float64 inputs, T=5, d=3", inputs=torch.randn(5, 3, generator=g, dtype=torch.float64)))
     return cases
 
 
 def call_cosine_similarity_matrix(inputs, eps=None):
-    if eps is None:
-        return cosine_similarity_matrix(inputs)
-    return cosine_similarity_matrix(inputs, eps=eps)
+    inputs_before = inputs.clone()
+    try:
+        out = cosine_similarity_matrix(inputs) if eps is None else cosine_similarity_matrix(inputs, eps=eps)
+    except RuntimeError as exc:                        # add a hint to PyTorch's message, keep where it came from
+        text = str(exc).splitlines()[0] if str(exc) else ""
+        if "must match the size" in text:
+            exc.args = (text + " (the lengths have shape (T,): keep the dimension, keepdim=True, shape (T, 1), so "
+                        "that each row is divided by its own length)",)
+        raise
+    if isinstance(out, (list, tuple)):
+        raise NotAsAsked(f"cosine_similarity_matrix returned a Python {type(out).__name__}: return one tensor of "
+                         "shape (T, T)")
+    if not torch.equal(inputs, inputs_before):
+        raise NotAsAsked("cosine_similarity_matrix changed `inputs` in place (inputs /= ... or a method ending in _): "
+                         "divide into a new tensor, unit = inputs / ..., and leave inputs as it was")
+    return out
 
 
 def cosine_oracle(inputs, eps=1e-8):
@@ -433,14 +543,40 @@ def cosine_oracle(inputs, eps=1e-8):
 
 
 def cosine_mistakes(inputs, eps=1e-8):
+    inputs = inputs.double()
+    dots = inputs @ inputs.T
     by_column = F.normalize(inputs, dim=0, eps=eps)
     squared = (inputs * inputs).sum(-1)
-    yield Mistake("you returned plain dot products: divide each row by its length first", inputs @ inputs.T)
+    length = squared.sqrt()
+    yield Mistake("you returned plain dot products: divide each row by its length first", dots)
     yield Mistake("you normalised the columns (dim=0) instead of the rows (dim=-1)", by_column @ by_column.T)
     yield Mistake("you divided by the squared lengths: use the length (the square root of the sum of squares)",
-                  inputs @ inputs.T / (squared.clamp_min(eps)[:, None] * squared.clamp_min(eps)))
+                  dots / (squared.clamp_min(eps)[:, None] * squared.clamp_min(eps)))
     yield Mistake("you normalised only one side of the product: normalise the rows on both sides",
                   F.normalize(inputs, dim=-1, eps=eps) @ inputs.T)
+    if bool((length == 0).any()):
+        no_floor = inputs / length[:, None]
+        yield Mistake("an all-zero row gave NaN (0 / 0): divide each row by max(its length, eps), e.g. with "
+                      "clamp_min(eps), so that it gives 0", no_floor @ no_floor.T)
+    if eps != 1e-8:
+        fixed = F.normalize(inputs, dim=-1, eps=1e-8)
+        yield Mistake("you did not use the eps argument: rows shorter than eps must be divided by eps; use the eps the "
+                      "function is given, not a number of your own", fixed @ fixed.T)
+    added = inputs / (length[:, None] + eps)
+    yield Mistake("you added eps to each length; divide by max(length, eps) instead (clamp_min(eps)), so that a row "
+                  "longer than eps is divided by its exact length", added @ added.T)
+    inside = inputs / (squared[:, None] + eps).sqrt()
+    yield Mistake("you put eps inside the square root; divide by max(length, eps) instead (clamp_min(eps) on the "
+                  "length)", inside @ inside.T)
+    yield Mistake("you applied eps to the product of two lengths; apply it to each row's length, max(length, eps), "
+                  "before you multiply", dots / (length[:, None] * length[None, :]).clamp_min(eps))
+    yield Mistake("you divided by the norm of the whole matrix (norm() without dim): divide each row by its own "
+                  "length (dim=-1)", dots / (inputs.norm() ** 2).clamp_min(eps))
+    if inputs.shape[0] == inputs.shape[1]:
+        wrong_way = inputs / length.clamp_min(eps)[None, :]
+        yield Mistake("the lengths have shape (T,) and divided the columns, not the rows: keep the dimension "
+                      "(keepdim=True, shape (T, 1)) so that each row is divided by its own length",
+                      wrong_way @ wrong_way.T)
 
 
 run(Spec("cosine_similarity_matrix", call_cosine_similarity_matrix, cosine_oracle,
