@@ -404,6 +404,10 @@ def weights_mistakes(scores):
                   torch.softmax((scores / t ** 0.5).masked_fill(blocked, float("-inf")), dim=-1))
     yield Mistake("you applied the softmax over the wrong dimension: each row (the last dimension) must sum to 1",
                   masked_softmax(blocked, float("-inf"), dim=-2))
+    naive = scores.masked_fill(blocked, float("-inf")).exp()
+    yield Mistake("your softmax takes exp of the scores as they are: e^(-15000) is 0 in float32 (and e^(100) is inf), "
+                  "so a row becomes 0/0 = NaN. Subtract each row's largest score before exp, or use torch.softmax",
+                  naive / naive.sum(dim=-1, keepdim=True))
 
 
 run(Spec("causal_attention_weights", call_causal_attention_weights, weights_oracle, examples=weights_examples,
@@ -639,6 +643,10 @@ def renorm_mistakes(weights):
     yield Mistake("you divided by the column sums (dim=-2): divide each row by its own sum (dim=-1)",
                   kept / kept.sum(dim=-2, keepdim=True))
     yield Mistake("you divided by the sum of all the weights: divide each row by its own sum", kept / kept.sum())
+    if weights.dim() == 2:
+        yield Mistake("you divided by the row sums without keepdim=True: a vector of T sums divides the columns, not "
+                      "the rows; keep the summed dimension, sum(dim=-1, keepdim=True)",
+                      kept / kept.sum(dim=-1)[None, :])
     yield Mistake("your mask is inverted: you kept the future and zeroed what a token may see", renorm(~blocked))
     yield Mistake("you zeroed the past (below the diagonal) instead of the future (above it)", renorm(blocked.T))
     yield Mistake("you also zeroed the diagonal: a token may attend to itself (and the first row, with nothing "
@@ -814,9 +822,9 @@ def call_causal_attention(x, state, context_length, dropout, qkv_bias):
             raise
 
 
-def ca_parts(x, state, *, mask="future", fill=float("-inf"), scale="d_out", after_softmax=False):
-    """Causal attention in float64, with the options that known mistakes change: the scaled
-    scores, the masked scores, the weights and the output."""
+def ca_parts(x, state, *, mask="future", fill=float("-inf"), scale="d_out", after_softmax=False, dim=-1):
+    """Causal attention in float64, with the options that known mistakes change: the values, the
+    scaled scores, the masked scores, the weights and the output."""
     q, k, v = (x.double() @ state[f"{n}.weight"].double().T + state.get(f"{n}.bias", torch.zeros(1)).double()
                for n in QKV)                                              # (B, T, d_out)
     t = q.shape[1]
@@ -826,8 +834,8 @@ def ca_parts(x, state, *, mask="future", fill=float("-inf"), scale="d_out", afte
                "inverted": pos[None] <= pos[:, None], "past": pos[None] < pos[:, None],
                "diagonal": pos[None] >= pos[:, None]}[mask]
     masked = scores.masked_fill(blocked, fill)
-    weights = torch.softmax(scores, -1).masked_fill(blocked, 0.0) if after_softmax else torch.softmax(masked, -1)
-    return {"scores": scores, "masked scores": masked, "weights": weights, "output": weights @ v}
+    weights = torch.softmax(scores, -1).masked_fill(blocked, 0.0) if after_softmax else torch.softmax(masked, dim)
+    return {"values": v, "scores": scores, "masked scores": masked, "weights": weights, "output": weights @ v}
 
 
 def ca_oracle(x, state):
@@ -855,6 +863,8 @@ def ca_mistakes(x, state):
     yield Mistake("you did not scale the scores: divide them by the square root of the key dimension (d_out)",
                   output(scale="none"))
     yield Mistake("you scaled by the square root of d_in: the key dimension is d_out", output(scale="d_in"))
+    yield Mistake("you applied the softmax over the queries (dim=1): each row of weights, one query over its keys, must "
+                  "sum to 1, so apply it over the last dimension", output(dim=-2))
 
 
 def ca_dropout_examples():
@@ -896,6 +906,8 @@ def ca_dropout_mistakes(x, state, train):
                   "after the softmax", parts["masked scores"])
     yield Mistake("you applied dropout to the output (the context vectors): apply it to the attention weights, after "
                   "the softmax", parts["output"])
+    yield Mistake("you applied dropout to the values: apply it to the attention weights, after the softmax",
+                  parts["values"])
     yield Mistake("in train() mode no dropout was applied: apply self.dropout to the attention weights after the "
                   "softmax", torch.zeros(0, dtype=torch.float64))
 
@@ -1206,6 +1218,8 @@ def padding_mistakes(lengths, num_tokens):
                   positions >= lengths[:, None] - 1)
     yield Mistake("you padded on the left: here the padding comes after the real tokens, at the end",
                   positions < (num_tokens - lengths)[:, None])
+    yield Mistake("your mask has one row per position, (num_tokens, B): it must have one row per sequence, "
+                  "(B, num_tokens)", want.T)
     yield Mistake("your mask holds the numbers 0. and 1.: return a boolean tensor (dtype torch.bool)", want.float())
     yield Mistake("your mask holds the integers 0 and 1: return a boolean tensor (dtype torch.bool)", want.long())
 

@@ -163,6 +163,11 @@ def causal_attention_weights(scores):
 def causal_attention_weights(scores):
     return torch.softmax(scores.masked_fill(causal_mask(scores.shape[-1]), float("-inf")), dim=-2)
 """, "wrong dimension"),
+    Mistake("a softmax written by hand without subtracting the maximum", W, """
+def causal_attention_weights(scores):
+    e = torch.exp(scores.masked_fill(causal_mask(scores.shape[-1]), float("-inf")))
+    return e / e.sum(dim=-1, keepdim=True)
+""", "takes exp of the scores as they are"),
     Mistake("scores scaled a second time", W, """
 def causal_attention_weights(scores):
     T = scores.shape[-1]
@@ -182,6 +187,11 @@ def renormalize_after_mask(weights):
     kept = weights.masked_fill(causal_mask(weights.shape[-1]), 0.0)
     return kept / kept.sum(dim=-2, keepdim=True)
 """, "column sums"),
+    Mistake("row sums without keepdim=True", R, """
+def renormalize_after_mask(weights):
+    kept = weights.masked_fill(causal_mask(weights.shape[-1]), 0.0)
+    return kept / kept.sum(dim=-1)
+""", "without keepdim=True"),
     Mistake("renormalised without masking", R, """
 def renormalize_after_mask(weights):
     return weights / weights.sum(dim=-1, keepdim=True)
@@ -210,6 +220,10 @@ def renormalize_after_mask(weights):
             _ca(weights="torch.softmax(self.dropout(scores), dim=-1)"), "before the softmax"),
     Mistake("dropout on the output instead of the weights", C,
             _ca(weights="torch.softmax(scores, dim=-1)", out="self.dropout(out)"), "dropout to the output"),
+    Mistake("dropout on the values", C, _ca(weights="torch.softmax(scores, dim=-1)").replace(
+        "out = weights @ v", "out = weights @ self.dropout(v)"), "dropout to the values"),
+    Mistake("softmax over the queries (dim=1)", C, _ca(weights="self.dropout(torch.softmax(scores, dim=1))"),
+            "softmax over the queries"),
     Mistake("dropout never applied", C, _ca(weights="torch.softmax(scores, dim=-1)"), "no dropout was applied"),
     Mistake("F.dropout still active in eval()", C,
             _ca(weights="F.dropout(torch.softmax(scores, dim=-1), self.dropout.p)"), "still active in eval()"),
@@ -329,6 +343,10 @@ def padding_mask(lengths, num_tokens):
 def padding_mask(lengths, num_tokens):
     return (torch.arange(num_tokens)[None, :] >= torch.as_tensor(lengths)[:, None]).float()
 """, "return a boolean tensor"),
+    Mistake("padding mask of shape (num_tokens, B)", P, """
+def padding_mask(lengths, num_tokens):
+    return torch.arange(num_tokens)[:, None] >= torch.as_tensor(lengths)[None, :]
+""", "one row per position"),
     Mistake("padding on the left", P, """
 def padding_mask(lengths, num_tokens):
     lengths = torch.as_tensor(lengths)
