@@ -1775,8 +1775,8 @@ run(Spec("rope", call_rope, rope_oracle, examples=rope_examples, cases=rope_case
 ### END HIDDEN TESTS
 
 # %% [markdown]
-# How precise are angles computed in float32? For a head of 64 entries, here is the largest
-# difference from float64 angles over its 32 pairs, at three positions:
+# How precise are angles computed in float32? For queries and keys of 64 entries, here is the
+# largest difference from float64 angles over their 32 pairs, at three positions:
 
 # %%
 d64 = 64
@@ -1840,8 +1840,8 @@ for offset in (0, 4, 16, 64):
 # grows: from 8.50 at offset 0 to 3.44 at offset 64. It bounds what a score can reach; a trained
 # model can still attend far back when its vectors make that pay.
 #
-# The speeds are also why `rope` takes `base` as an argument. The slowest pair goes round once
-# every $2\pi\,\text{base}^{(d-2)/d}$ positions, so a larger base keeps positions far apart
+# The base is a choice, which is why `rope` takes it as an argument. The slowest pair goes round
+# once every $2\pi\,\text{base}^{(d-2)/d}$ positions, so a larger base keeps positions far apart
 # distinct in the slow pairs: Llama 2 uses 10,000, with texts of up to 4,096 tokens, and Llama 3
 # raised it to 500,000 to serve longer texts.
 #
