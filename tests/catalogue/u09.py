@@ -456,6 +456,74 @@ def online_softmax_attention(q, k, v, block_size, causal=False):
 def flash_attention(q, k, v, block_size, causal=False):
     return online_softmax_attention(q, k, v, block_size, causal)
 """, "as much as the T_q x T_k scores is kept"),
+    # --- unit 09's last slips: len counting appends, dropout in inference, masks, ctx, dtypes
+    Mistake("len counts the calls of append and reset() keeps the count", KV, """
+class KVCache:
+    def __init__(self):
+        self.keys = self.values = None
+        self.n = 0
+
+    def append(self, k, v):
+        self.n += 1
+        self.keys = k if self.keys is None else torch.cat((self.keys, k), dim=-2)
+        self.values = v if self.values is None else torch.cat((self.values, v), dim=-2)
+        return self.keys, self.values
+
+    def __len__(self):
+        return self.n
+
+    def reset(self):
+        self.keys = self.values = None
+""", "counts the calls of append"),
+    Mistake("cached attention applies the layer's dropout", ATT, attention().replace(
+        'weights = torch.softmax(scores.masked_fill(blocked, float("-inf")), dim=-1)',
+        'weights = att.dropout(torch.softmax(scores.masked_fill(blocked, float("-inf")), dim=-1))'),
+        "applied its dropout"),
+    Mistake("rotary cached attention applies the layer's dropout", ROT, rotary().replace(
+        'weights = torch.softmax(scores.masked_fill(blocked, float("-inf")), dim=-1)',
+        'weights = att.dropout(torch.softmax(scores.masked_fill(blocked, float("-inf")), dim=-1))'),
+        "applied its dropout"),
+    Mistake("rotary: the mask cut from the top-left corner of att.mask", ROT, rotary().replace(
+        "blocked = torch.ones(t, past + t, dtype=torch.bool, device=x.device).triu(diagonal=past + 1)",
+        "blocked = att.mask[:t, :past + t]"), "top-left corner"),
+    Mistake("rotary: the right rows of att.mask, which ends at context_length", ROT, rotary().replace(
+        "blocked = torch.ones(t, past + t, dtype=torch.bool, device=x.device).triu(diagonal=past + 1)",
+        "blocked = att.mask[past:past + t, :past + t]"), "instead of cutting it from att.mask"),
+    Mistake("forward_cached keeps the model's dropout layers", FWD, """
+def forward_cached(model, idx, caches):
+    start, n = len(caches[-1]), idx.size(1)
+    if start + n > model.cfg.context_length:
+        raise ValueError(f"only {model.cfg.context_length} positions, asked for {start + n}")
+    h = model.drop_emb(model.tok_emb.weight[idx] + model.pos_emb.weight[start:start + n])
+    for i in range(len(model.blocks)):
+        block = model.blocks[i]
+        h = h + block.drop_shortcut(cached_attention(block.att, block.norm1(h), caches[i]))
+        h = h + block.drop_shortcut(block.ff(block.norm2(h)))
+    return model.out_head(model.final_norm(h))
+""", "leave out the dropout layers"),
+    Mistake("grouped-query dropout on the output instead of the weights", GQ, gqa().replace(
+        "weights = self.dropout(torch.softmax(scores, dim=-1))", "weights = torch.softmax(scores, dim=-1)").replace(
+        "return self.out_proj((weights @ v).transpose(1, 2).contiguous().view(b, t, self.d_out))",
+        "return self.dropout(self.out_proj((weights @ v).transpose(1, 2).contiguous().view(b, t, self.d_out)))"),
+        "applied dropout to the output of out_proj"),
+    Mistake("grouped-query dropout left out", GQ, gqa().replace(
+        "weights = self.dropout(torch.softmax(scores, dim=-1))", "weights = torch.softmax(scores, dim=-1)"),
+        "the same as in eval mode"),
+    Mistake("online softmax whose running maximum starts at 0", ONL, online().replace(
+        'm = torch.full((*q.shape[:-1], 1), float("-inf")', "m = torch.full((*q.shape[:-1], 1), 0.0"),
+        "the running maximum must start at -inf"),
+    Mistake("online softmax computed in float32 whatever the input", ONL, online().replace(
+        "num_queries, num_keys = q.shape[-2], k.shape[-2]",
+        "q, k, v = q.float(), k.float(), v.float()\n    num_queries, num_keys = q.shape[-2], k.shape[-2]"),
+        "must keep their dtype"),
+    Mistake("flash backward masks whatever causal says", FA, flash("if ctx.causal:", "if True:"),
+            "masks the scores although causal=False"),
+    Mistake("flash backward leaves the mask out", FA, flash("if ctx.causal:", "if False:"),
+            "leaves the causal mask out"),
+    Mistake("flash forward keeps the scores on ctx", FA, flash(
+        "ctx.block_size, ctx.causal = block_size, causal",
+        "ctx.block_size, ctx.causal = block_size, causal\n        ctx.scores = q @ k.transpose(-2, -1)"),
+        "as an attribute of ctx"),
 ]
 
 ALTERNATIVES = [
@@ -567,8 +635,8 @@ def forward_cached(model, idx, caches):
     h = model.tok_emb.weight[idx] + model.pos_emb.weight[start:start + n]
     for i in range(len(model.blocks)):
         block = model.blocks[i]
-        h = h + block.drop_shortcut(cached_attention(block.att, block.norm1(h), caches[i]))
-        h = h + block.drop_shortcut(block.ff(block.norm2(h)))
+        h = h + cached_attention(block.att, block.norm1(h), caches[i])
+        h = h + block.ff(block.norm2(h))
     return model.out_head(model.final_norm(h))
 """),
     Alternative("generate_cached: prefill before the loop, one wasted step at the end", GEN, """
