@@ -132,8 +132,16 @@ def account_names(student: str) -> dict[str, str]:
 
 
 def export_csv(db_url: str, path: Path) -> None:
-    """nbgrader's own CSV export of every grade."""
+    """nbgrader's own CSV export of every grade, written whole or not at all: the shards of a
+    class each write it when they finish, into the same folder."""
     from nbgrader.plugins import CsvExportPlugin
 
-    with opened(db_url) as gb:
-        CsvExportPlugin(to=str(path)).export(gb)
+    path = Path(path)
+    partial = path.with_name(f".{path.name}.{os.getpid()}.partial")
+    try:
+        with opened(db_url) as gb:
+            CsvExportPlugin(to=str(partial)).export(gb)
+        os.replace(partial, path)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            partial.unlink()
