@@ -28,6 +28,9 @@
    windows of 64 characters of data/val.txt, with its whole context, with a fresh pass over the
    last W + 1 characters, and fed one character at a time through rolling caches that keep the
    last W entries, with and without the first 4 (unit 09's RollingKVCache and rolling_logits).
+   Then, at W = 16, what the kept early tokens must be: the first 4 with their content replaced
+   (random characters, newlines), 4 kept tokens at later positions (8-11, 20-23, 0/10/20/30),
+   one and two kept tokens, and the cache rolling in layer 0 only and in the other layers only.
 
 The code measured is unit 09's own: the given model and sampling code, the reference answers
 (KVCache, cached_attention, forward_cached, generate_cached, online_softmax_attention, ...), the
@@ -254,9 +257,27 @@ def sinks_part(u, args) -> None:
     for w in (4, 8, 16, 24, 32, 48):
         fresh = u.loss_of(u.fresh_logits(model, inputs, w, first), targets)
         rolling = u.loss_of(u.rolling_logits(model, inputs, w)[:, first:], targets)
-        sinks = u.loss_of(u.rolling_logits(model, inputs, w, sinks=4)[:, first:], targets)
+        sinks = u.loss_of(u.rolling_logits(model, inputs, w, keep=range(4))[:, first:], targets)
         wider = u.loss_of(u.rolling_logits(model, inputs, w + 4)[:, first:], targets)
         print(f"  {w:3d} | {fresh:10.4f} | {rolling:8.4f} | {sinks:17.4f} | {wider:14.4f}")
+    w = 16
+    scrambled = inputs.clone()
+    scrambled[:, :4] = torch.randint(0, len(ckpt["chars"]), (args.sink_texts, 4),
+                                     generator=torch.Generator().manual_seed(2))
+    newlines = inputs.clone()
+    newlines[:, :4] = ckpt["chars"].index("\n")
+    variants = [("the first 4", inputs, range(4), None),
+                ("the first 4, replaced by random characters", scrambled, range(4), None),
+                ("the first 4, replaced by newlines", newlines, range(4), None),
+                ("positions 8-11", inputs, range(8, 12), None), ("positions 20-23", inputs, range(20, 24), None),
+                ("positions 0, 10, 20, 30", inputs, (0, 10, 20, 30), None),
+                ("position 0 alone", inputs, (0,), None), ("positions 0 and 1", inputs, (0, 1), None),
+                ("nothing, the cache rolling in layer 0 only", inputs, (), {0}),
+                ("nothing, the cache rolling in layers 1-3 only", inputs, (), set(range(1, len(model.blocks))))]
+    print(f"  W = {w}, the rolling cache keeping besides its window:")
+    for name, ids_kept, kept, layers in variants:
+        loss = u.loss_of(u.rolling_logits(model, ids_kept, w, keep=kept, rolling=layers)[:, first:], targets)
+        print(f"    {name:>46}: {loss:.4f}")
 
 
 def main(argv=None) -> None:
