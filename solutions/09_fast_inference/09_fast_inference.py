@@ -476,7 +476,7 @@ check("KVCache")
 ### BEGIN HIDDEN TESTS
 import torch
 
-from grader.spec import Case, Mistake, Spec, Tuple, run
+from grader.spec import Case, Exact, Mistake, Spec, Tuple, run
 
 
 def kv_case(label, batch, heads, head_dim, chunks, k=None, v=None):
@@ -556,11 +556,36 @@ def kv_cache_mistakes(ks, vs):
     yield Mistake(message, (None, None, None, torch.cat(ks + ks[-1:], dim=-2)))
 
 
+def kv_dtype_case(g, chunks, dtype):
+    k, v = torch.randn(1, 2, sum(chunks), 3, generator=g), torch.randn(1, 2, sum(chunks), 3, generator=g)
+    return Case(f"appends of {list(chunks)} positions in {dtype}, each (B=1, H=2, t, head_dim=3): the dtype of what "
+                "the last append returned", ks=list(k.split(list(chunks), dim=-2)),
+                vs=list(v.split(list(chunks), dim=-2)), dtype=dtype)
+
+
+def call_kv_cache_dtype(ks, vs, dtype):
+    cache = KVCache()
+    for k, v in zip(ks, vs):
+        keys, values = cache.append(k.to(getattr(torch, dtype)), v.to(getattr(torch, dtype)))
+    return f"keys {str(keys.dtype).removeprefix('torch.')}, values {str(values.dtype).removeprefix('torch.')}"
+
+
+def kv_dtype_mistakes(dtype):
+    if dtype != "float32":
+        yield Mistake("append returned float32 keys and values for keys and values of another dtype: a buffer made by "
+                      "torch.zeros or torch.empty is float32 unless told otherwise; make it with the dtype and device "
+                      "of k (k.new_zeros, or dtype=k.dtype)", "keys float32, values float32")
+
+
 run(Spec("KVCache", call_kv_cache, kv_cache_oracle, examples=kv_cache_examples, cases=kv_cache_cases,
          mistakes=kv_cache_mistakes,
          judge=Tuple(parts=("the keys the last append returned", "the values the last append returned",
                             "len(cache) when new, after each append, after reset() and after one more append",
-                            "the keys the append after reset() returned"))))
+                            "the keys the append after reset() returned"))),
+    Spec("KVCache", call_kv_cache_dtype, lambda dtype: f"keys {dtype}, values {dtype}",
+         examples=lambda: [kv_dtype_case(torch.Generator().manual_seed(3), [2, 1], "bfloat16")],
+         cases=lambda g: [kv_dtype_case(g, [3, 2], "float64"), kv_dtype_case(g, [1, 1, 1], "bfloat16")],
+         mistakes=kv_dtype_mistakes, judge=Exact()))
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -3133,7 +3158,7 @@ import math
 
 import torch
 
-from grader.spec import Case, Mistake, Spec, Tuple, run
+from grader.spec import Case, Exact, Mistake, Spec, Tuple, run
 
 
 def flash_case(g, shape, t_k=None, d_v=None, block_size=8, causal=False, label=""):
@@ -3243,10 +3268,34 @@ def flash_mistakes(q, k, v, grad, causal):
                   (None, None, None, None, torch.tensor(-1.0, dtype=torch.float64)))
 
 
+def flash_dtype_case(g, dtype, shape, block_size, causal):
+    return Case(f"q, k, v of shape {shape} in {dtype}, blocks of {block_size}, causal={causal}: the dtype of the output",
+                q=torch.randn(*shape, generator=g), k=torch.randn(*shape, generator=g),
+                v=torch.randn(*shape, generator=g), block_size=block_size, causal=causal, dtype=dtype)
+
+
+def call_flash_dtype(q, k, v, block_size, causal, dtype):
+    q, k, v = (t.to(getattr(torch, dtype)).requires_grad_() for t in (q, k, v))
+    with torch.enable_grad():
+        out = flash_attention(q, k, v, block_size, causal)
+    return str(out.dtype).removeprefix("torch.")
+
+
+def flash_dtype_mistakes(dtype):
+    if dtype != "float32":
+        yield Mistake("for inputs in bfloat16 or float64 the output must keep their dtype, and yours is float32: compute "
+                      "in the dtype of q (create m, l and acc with dtype=q.dtype, and do not call .float())", "float32")
+
+
 run(Spec("flash_attention", call_flash_attention, flash_oracle, examples=flash_examples, cases=flash_cases,
          mistakes=flash_mistakes,
          judge=Tuple(parts=("the output", "the gradient of q", "the gradient of k", "the gradient of v",
-                            "whether less than the T_q x T_k scores was kept for the backward pass"))))
+                            "whether less than the T_q x T_k scores was kept for the backward pass"))),
+    Spec("flash_attention", call_flash_dtype, lambda dtype: dtype,
+         examples=lambda: [flash_dtype_case(torch.Generator().manual_seed(22), "bfloat16", (2, 8, 4), 4, True)],
+         cases=lambda g: [flash_dtype_case(g, "float64", (1, 6, 4), 4, False),
+                          flash_dtype_case(g, "bfloat16", (3, 5, 4), 2, True)],
+         mistakes=flash_dtype_mistakes, judge=Exact()))
 ### END HIDDEN TESTS
 
 # %% [markdown]

@@ -520,6 +520,38 @@ def forward_cached(model, idx, caches):
             "masks the scores although causal=False"),
     Mistake("flash backward leaves the mask out", FA, flash("if ctx.causal:", "if False:"),
             "leaves the causal mask out"),
+    Mistake("KVCache buffer allocated in float32 whatever the keys' dtype", KV, """
+class KVCache:
+    def __init__(self):
+        self.k_buf = self.v_buf = None
+        self.length = 0
+
+    def append(self, k, v):
+        t = k.shape[-2]
+        if self.k_buf is None or self.length + t > self.k_buf.shape[-2]:
+            capacity = max(2 * (self.length + t), 8)
+            k_new = torch.zeros(*k.shape[:-2], capacity, k.shape[-1], device=k.device)
+            v_new = torch.zeros(*v.shape[:-2], capacity, v.shape[-1], device=v.device)
+            if self.length:
+                k_new[..., :self.length, :] = self.k_buf[..., :self.length, :]
+                v_new[..., :self.length, :] = self.v_buf[..., :self.length, :]
+            self.k_buf, self.v_buf = k_new, v_new
+        self.k_buf[..., self.length:self.length + t, :] = k
+        self.v_buf[..., self.length:self.length + t, :] = v
+        self.length += t
+        return self.k_buf[..., :self.length, :], self.v_buf[..., :self.length, :]
+
+    def __len__(self):
+        return self.length
+
+    def reset(self):
+        self.length = 0
+""", "a buffer made by torch.zeros or torch.empty is float32"),
+    Mistake("flash forward computed in float32 whatever the input", FA, flash(
+        "scale = 1.0 / math.sqrt(q.shape[-1])\n        m = torch.full",
+        "q, k, v = q.float(), k.float(), v.float()\n"
+        "        scale = 1.0 / math.sqrt(q.shape[-1])\n        m = torch.full"),
+        "the output must keep their dtype"),
     Mistake("flash forward keeps the scores on ctx", FA, flash(
         "ctx.block_size, ctx.causal = block_size, causal",
         "ctx.block_size, ctx.causal = block_size, causal\n        ctx.scores = q @ k.transpose(-2, -1)"),
