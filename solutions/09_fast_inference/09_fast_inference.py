@@ -2053,8 +2053,8 @@ for name, text_ids_early, kept in early:
 # **Early tokens of any content restore most of the loss, and the earlier they stand the
 # better.** Four random characters in place of the first four give 0.49, four newlines 0.51,
 # against 0.48 for the text's own: in our corpus the lines are independent and at most 48
-# characters long, so the first four characters of a window tell the model nothing about its last
-# 16. StreamingLLM found the same for large models: four newline tokens at the start work nearly
+# characters long, so the first four characters of a window tell the model next to nothing about
+# its last 16. StreamingLLM found the same for large models: four newline tokens at the start work nearly
 # as well as the text's own first four (its Table 1). Four kept tokens at positions 8–11 give
 # 0.52, at 20–23 give 0.62, spread over 0, 10, 20 and 30 give 0.54. One kept token gives 0.65,
 # two give 0.56.
