@@ -401,7 +401,9 @@ from grader.spec import Case, Exact, Mistake, NotAsAsked, Spec, run
 
 def get_batch_examples():
     return [Case("data = 100, 101, ..., 119 (20 tokens), block_size=4, batch_size=300",
-                 data=torch.arange(100, 120), block_size=4, batch_size=300, seed=0)]
+                 data=torch.arange(100, 120), block_size=4, batch_size=300, seed=0),
+            Case("data = 0, 1, ..., 29 stored as int32, block_size=3, batch_size=200",
+                 data=torch.arange(30, dtype=torch.int32), block_size=3, batch_size=200, seed=5)]
 
 
 def get_batch_cases(g):
@@ -427,6 +429,10 @@ def call_get_batch(data, block_size, batch_size, seed):
                             "fits is len(data) - block_size - 1)",)
             raise
         for name, t in (("x", x), ("y", y)):
+            if (isinstance(t, torch.Tensor) and tuple(t.shape) == (batch_size, block_size) and t.dtype != torch.long
+                    and t.dtype == data.dtype):
+                raise NotAsAsked(f"{name} kept the dtype of data, {t.dtype}: return long tensors (.long()), the dtype "
+                                 "F.cross_entropy expects of its targets, whatever integer dtype data has")
             if not isinstance(t, torch.Tensor) or tuple(t.shape) != (batch_size, block_size) or t.dtype != torch.long:
                 got = f"shape {tuple(t.shape)}, dtype {t.dtype}" if isinstance(t, torch.Tensor) else type(t).__name__
                 raise NotAsAsked(f"{name} must be a long tensor of shape (batch_size, block_size) = "
@@ -698,8 +704,6 @@ import torch.nn.functional as F
 from grader.inputs import QKV, linear_state
 from grader.spec import Case, Mistake, NotAsAsked, Spec, Tuple, build, dropout_seen, run
 
-PARTS = "; parts: 0 logits, 1 loss, 2 the values dropout received"
-
 
 def tinygpt_state(g, cfg):
     """Random parameters with the names and shapes TinyGPT(cfg) must have."""
@@ -719,7 +723,7 @@ def tinygpt_case(g, v, c, e, h, n, qkv_bias, dropout, train, idx, targets=None):
     cfg = dict(vocab_size=v, context_length=c, emb_dim=e, num_heads=h, num_layers=n, dropout=dropout, qkv_bias=qkv_bias)
     targets = torch.randint(0, v, idx.shape, generator=g) if targets is None else targets
     label = (f"V={v}, context {c}, width {e}, {h} heads, {n} layer{'s' * (n > 1)}, qkv_bias={qkv_bias}, "
-             f"dropout {dropout}, {'train()' if train else 'eval()'}; idx and targets {tuple(idx.shape)}" + PARTS)
+             f"dropout {dropout}, {'train()' if train else 'eval()'}; idx and targets {tuple(idx.shape)}")
     return Case(label, cfg=cfg, state=tinygpt_state(g, cfg), idx=idx, targets=targets, train=train)
 
 
@@ -751,7 +755,13 @@ def call_tinygpt(cfg, state, idx, targets, train):
     with dropout_seen() as log, torch.no_grad():   # dropout passes its input through and records it
         logits, loss = model(idx, targets)
         dropped = log.values()
-        out = model(idx)
+        try:
+            out = model(idx)
+        except Exception as exc:                       # add a hint to the message, keep where it came from
+            text = str(exc).splitlines()[0] if str(exc) else ""
+            exc.args = (text + " (forward(idx) was called without targets: then there is no loss to compute, and "
+                        "forward returns (logits, None))",)
+            raise
         if not isinstance(out, (tuple, list)) or len(out) != 2 or out[1] is not None:
             raise NotAsAsked("forward(idx) without targets must return (logits, None)")
         try:
@@ -763,7 +773,7 @@ def call_tinygpt(cfg, state, idx, targets, train):
                              "raise a ValueError that says the limit") from None
         else:
             raise NotAsAsked("an input longer than context_length was accepted; raise a ValueError that says the limit")
-    return logits, loss, dropped
+    return logits, loss, dropped, out[0]
 
 
 def lin(s, z, name):
@@ -804,7 +814,8 @@ def sorted_values(tensors):
 def tinygpt_oracle(cfg, state, idx, targets, train):
     logits, _, dropped = tinygpt_forward(cfg, state, idx)
     loss = F.cross_entropy(logits.flatten(0, 1), targets.reshape(-1))
-    return logits, loss, sorted_values(dropped) if train and cfg["dropout"] else torch.zeros(0, dtype=torch.float64)
+    none = torch.zeros(0, dtype=torch.float64)
+    return logits, loss, sorted_values(dropped) if train and cfg["dropout"] else none, logits
 
 
 def tinygpt_mistakes(cfg, state, idx, targets, train):
@@ -830,6 +841,10 @@ def tinygpt_mistakes(cfg, state, idx, targets, train):
     if idx.shape[1] > 1:
         yield Mistake("you shifted the targets inside forward; get_batch already shifted them",
                       (None, F.cross_entropy(logits[:, :-1].reshape(-1, V), targets[:, 1:].reshape(-1))))
+        message = ("without targets your forward returns the logits of the last position only; the logits are always "
+                   "(B, T, V), with or without targets (generate picks the last position itself)")
+        yield Mistake(message, (None, None, None, logits[:, -1:]))
+        yield Mistake(message, (None, None, None, logits[:, -1]))
     if train and cfg["dropout"]:
         yield Mistake("drop_emb is never applied: use it on the sum of token and position embeddings",
                       (None, None, sorted_values(dropped[1:])))
@@ -842,7 +857,9 @@ def tinygpt_mistakes(cfg, state, idx, targets, train):
 
 
 run(Spec("TinyGPT", call_tinygpt, tinygpt_oracle, examples=tinygpt_examples, cases=tinygpt_cases,
-         mistakes=tinygpt_mistakes, judge=Tuple()))
+         mistakes=tinygpt_mistakes, judge=Tuple(parts=("the logits of forward(idx, targets)", "the loss",
+                                                       "the values dropout received",
+                                                       "the logits of forward(idx) without targets"))))
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -1113,10 +1130,10 @@ print("logits:", tuple(logits.shape), "| loss:", round(loss.item(), 3), "| log V
 # ### Exercise 5 — `train_step(model, optimizer, x, y, max_norm=None)` (about 10 minutes)
 #
 # **Goal:** one optimisation step on the batch `(x, y)`, in this order: clear the gradients
-# left by the previous step, compute the loss with `model(x, y)`, backpropagate, clip the
-# total gradient norm to `max_norm` when it is given (`torch.nn.utils.clip_grad_norm_`), take
-# the optimizer's step, and return the loss as a Python `float`. The training cell below calls
-# it 1500 times.
+# the model holds (those of the previous step, or of any `backward()` run before `train_step`
+# was called), compute the loss with `model(x, y)`, backpropagate, clip the total gradient
+# norm to `max_norm` when it is given (`torch.nn.utils.clip_grad_norm_`), take the optimizer's
+# step, and return the loss as a Python `float`. The training cell below calls it 1500 times.
 #
 # <details><summary>Hint</summary>
 #
@@ -1164,23 +1181,30 @@ def toy_state(g, v, d):
 def train_step_examples():
     g = torch.Generator().manual_seed(4)
     x, y = torch.tensor([[1, 2, 3], [0, 4, 2]]), torch.tensor([[2, 3, 0], [4, 2, 1]])
-    return [Case(f"toy model, SGD with lr 0.5, two steps on the same batch{clip}", state=toy_state(g, 5, 4), x=x, y=y,
-                 lr=0.5, max_norm=max_norm, steps=2) for clip, max_norm in (("", None), (", max_norm=0.1", 0.1))]
+    cases = [Case(f"toy model, SGD with lr 0.5, two steps on the same batch{clip}", state=toy_state(g, 5, 4), x=x, y=y,
+                  lr=0.5, max_norm=max_norm, steps=2, stale=None)
+             for clip, max_norm in (("", None), (", max_norm=0.1", 0.1))]
+    return cases + [Case("toy model that already holds gradients when train_step is called (from a backward() run "
+                         "before), SGD with lr 0.5, two steps on the same batch", state=toy_state(g, 5, 4), x=x, y=y,
+                         lr=0.5, max_norm=None, steps=2, stale=toy_state(g, 5, 4))]
 
 
-def train_step_case(g, vocab, width, batch, lr, max_norm=None, steps=3):
-    return Case(f"toy model V={vocab}, width {width}, batch {batch}, lr {lr}, max_norm={max_norm}, {steps} steps",
+def train_step_case(g, vocab, width, batch, lr, max_norm=None, steps=3, stale=False):
+    held = ", already holding gradients" if stale else ""
+    return Case(f"toy model V={vocab}, width {width}{held}, batch {batch}, lr {lr}, max_norm={max_norm}, {steps} steps",
                 x=torch.randint(0, vocab, batch, generator=g), y=torch.randint(0, vocab, batch, generator=g),
-                state=toy_state(g, vocab, width), lr=lr, max_norm=max_norm, steps=steps)
+                state=toy_state(g, vocab, width), lr=lr, max_norm=max_norm, steps=steps,
+                stale=toy_state(g, vocab, width) if stale else None)
 
 
 def train_step_cases(g):
     return [train_step_case(g, vocab=7, width=3, batch=(1, 1), lr=0.3),
             train_step_case(g, vocab=6, width=5, batch=(4, 6), lr=1.0, max_norm=0.2),
-            train_step_case(g, vocab=9, width=8, batch=(2, 5), lr=0.1, max_norm=100.0, steps=2)]
+            train_step_case(g, vocab=9, width=8, batch=(2, 5), lr=0.1, max_norm=100.0, steps=2),
+            train_step_case(g, vocab=8, width=4, batch=(3, 4), lr=0.4, max_norm=0.5, steps=2, stale=True)]
 
 
-def call_train_step(state, x, y, lr, max_norm, steps):
+def call_train_step(state, x, y, lr, max_norm, steps, stale):
     """(the losses train_step returned, the parameters after the steps)"""
     class ToyLM(torch.nn.Module):
         """logits = tanh(embedding) @ out; returns (logits, loss) like TinyGPT."""
@@ -1190,15 +1214,25 @@ def call_train_step(state, x, y, lr, max_norm, steps):
             self.emb, self.out = torch.nn.Parameter(state["emb"].clone()), torch.nn.Parameter(state["out"].clone())
 
         def forward(self, idx, targets=None):
+            self.without_targets = self.without_targets or targets is None
             logits = torch.tanh(self.emb[idx]) @ self.out
             loss = None if targets is None else F.cross_entropy(logits.flatten(0, 1), targets.reshape(-1))
             return logits, loss
 
     model = ToyLM()
+    model.without_targets = False
+    if stale is not None:                   # gradients left by an earlier backward(): they must not enter the step
+        model.emb.grad, model.out.grad = stale["emb"].clone(), stale["out"].clone()
     optimizer = torch.optim.SGD(model.parameters(), lr=lr)
     options, losses = ({} if max_norm is None else {"max_norm": max_norm}), []   # no max_norm: the default
     for _ in range(steps):
-        loss = train_step(model, optimizer, x, y, **options)
+        try:
+            loss = train_step(model, optimizer, x, y, **options)
+        except (AttributeError, TypeError) as exc:     # add a hint to the message, keep where it came from
+            if model.without_targets and "NoneType" in str(exc):
+                exc.args = (str(exc).splitlines()[0] + " (train_step called model(x) without the targets, so the loss "
+                            "it got back is None: call model(x, y), which returns (logits, loss))",)
+            raise
         if isinstance(loss, (bool, torch.Tensor)) or not isinstance(loss, (float, int)):
             raise NotAsAsked(f"train_step must return the loss as a Python float (use .item()), not a "
                              f"{type(loss).__name__}")
@@ -1206,15 +1240,19 @@ def call_train_step(state, x, y, lr, max_norm, steps):
     return torch.tensor(losses), torch.cat([model.emb.detach().flatten(), model.out.detach().flatten()])
 
 
-def train_step_reference(state, x, y, lr, max_norm, steps, zero=True, clip=True, update=True):
-    """Plain SGD written out: (losses, parameters after the steps)."""
-    params, stored, losses = [state["emb"], state["out"]], [0.0, 0.0], []
-    for _ in range(steps):
+def train_step_reference(state, x, y, lr, max_norm, steps, stale=None, zero=True, zero_first=True, clip=True,
+                         update=True):
+    """Plain SGD written out: (losses, parameters after the steps). `stale`: the gradients the model holds before the
+    first call, which the right train_step clears first."""
+    params, losses = [state["emb"], state["out"]], []
+    stored = [0.0, 0.0] if stale is None else [stale["emb"], stale["out"]]
+    for step in range(steps):
         with torch.enable_grad():  # the grader runs oracles under no_grad
             e, o = (p.clone().requires_grad_(True) for p in params)
             loss = F.cross_entropy((torch.tanh(e[x]) @ o).flatten(0, 1), y.reshape(-1))
             grads = torch.autograd.grad(loss, (e, o))
-        stored = [gr + (0.0 if zero else old) for gr, old in zip(grads, stored)]
+        keep = not zero or (step == 0 and not zero_first)
+        stored = [gr + (old if keep else 0.0) for gr, old in zip(grads, stored)]
         if max_norm is not None and clip:
             total = torch.sqrt(sum((gr ** 2).sum() for gr in stored))
             stored = [gr * min(1.0, max_norm / (float(total) + 1e-6)) for gr in stored]
@@ -1224,10 +1262,14 @@ def train_step_reference(state, x, y, lr, max_norm, steps, zero=True, clip=True,
     return torch.tensor(losses), torch.cat([p.flatten() for p in params])
 
 
-def train_step_mistakes(state, x, y, lr, max_norm, steps):
+def train_step_mistakes(state, x, y, lr, max_norm, steps, stale):
     def reference(**switches):
-        return train_step_reference(state, x, y, lr, max_norm, steps, **switches)
+        return train_step_reference(state, x, y, lr, max_norm, steps, stale, **switches)
 
+    if stale is not None:   # first: its losses are those of never clearing, which the other examples name
+        yield Mistake("the first step also used the gradients the model already held when train_step was called: "
+                      "clear them at the start of train_step, before backward(), not only after the step",
+                      reference(zero_first=False))
     yield Mistake("the gradients are never cleared, so each step adds the gradients of all earlier steps: call "
                   "optimizer.zero_grad() before backward()", reference(zero=False))
     yield Mistake("the parameters never change: call loss.backward() before optimizer.step(), and clear the gradients "
@@ -1843,6 +1885,9 @@ def call_sample_next_token(logits, settings, n, seed):
         raise NotAsAsked(f"sample_next_token must return a tensor of shape (B, 1); for B={n * b} it returned {got}")
     if out.dtype.is_floating_point or out.dtype == torch.bool:
         raise NotAsAsked(f"sample_next_token must return integer token ids, got dtype {out.dtype}")
+    if out.dtype != torch.long:
+        raise NotAsAsked(f"sample_next_token must return token ids of dtype torch.long (int64), as torch.multinomial "
+                         f"and argmax give them; got {out.dtype}")
     out = out.long().view(n, b)                               # row r of the repeated logits is row r % B
     if bool(((out < 0) | (out >= v)).any()):
         raise NotAsAsked(f"sample_next_token returned ids outside 0..{v - 1}")
@@ -1850,8 +1895,17 @@ def call_sample_next_token(logits, settings, n, seed):
 
 
 def sample_reference(logits, temperature=1.0, top_k=None, top_p=None, zero_fill=False, keep_crossing=True,
-                     below_p=False, nucleus_temperature=None):
-    """Probabilities of the next token (float64), with switches that reproduce known mistakes."""
+                     below_p=False, nucleus_temperature=None, twice=None):
+    """Probabilities of the next token (float64), with switches that reproduce known mistakes. `twice` applies a
+    second softmax: to the final probabilities ("all": the dropped tokens' 0 included; "kept": the kept ones only),
+    or to the tempered probabilities before they were filtered and renormalised ("raw_kept", "raw_zero": the
+    dropped tokens set to -inf or to 0)."""
+    if twice:
+        p = sample_reference(logits, temperature, top_k, top_p)
+        base = torch.softmax(logits.double() / temperature, -1) if twice.startswith("raw") else p
+        if twice.endswith("kept"):
+            return torch.softmax(base.masked_fill(p == 0, float("-inf")), -1)
+        return torch.softmax(base * (p > 0), -1)
     z = logits.double()
     if temperature == 0:
         return torch.nn.functional.one_hot(z.argmax(-1), z.shape[-1]).double()
@@ -1892,6 +1946,10 @@ def sample_mistakes(logits, settings):
                       "nucleus", {"keep_crossing": False}),
                      ("the nucleus was chosen from the probabilities before the temperature; apply the temperature "
                       "first", {"nucleus_temperature": 1.0}) if t != 1 else None]
+    if t != 0:
+        message = ("you applied the softmax twice: the second one takes probabilities as if they were logits and "
+                   "flattens the distribution; apply it once, to the tempered and filtered logits")
+        variants += [(message, {"twice": way}) for way in ("all", "kept", "raw_kept", "raw_zero")]
     for message, switches in filter(None, variants):
         p = sample_reference(logits, **(settings | switches))
         if p is not None:
@@ -1935,6 +1993,9 @@ run(Spec("sample_next_token", call_sample_next_token, lambda logits, settings: s
 # - **Evaluation mode.** Dropout must be off while sampling (`model.eval()`); afterwards, put
 #   the model back in the mode it was in (`model.training` tells you which), so that a
 #   training loop that calls `generate` for a preview keeps training with dropout.
+#   `model.eval()` and `model.train(mode)` set the mode of every layer inside the model;
+#   assigning `model.training = False` changes the model's own flag only, and its dropout
+#   layers keep dropping.
 # - **No gradients.** Nothing is trained here: `torch.no_grad()` saves the memory and time
 #   that building the autograd graph would cost.
 
@@ -1945,7 +2006,8 @@ run(Spec("sample_next_token", call_sample_next_token, lambda logits, settings: s
 # chosen by `sample_next_token` from the logits of the last position, and return all of them,
 # prompt first: shape `(B, T0 + max_new_tokens)`. Feed the model at most its last
 # `model.cfg.context_length` tokens, run without gradient tracking, keep the model in `eval()`
-# mode while sampling and restore its previous mode before returning.
+# mode while sampling and restore its previous mode before returning. Hand `sample_next_token`
+# the logits themselves: it divides them by the temperature and applies the softmax on its own.
 #
 # <details><summary>Hint</summary>
 #
@@ -1983,11 +2045,12 @@ from grader.selfcheck import check
 
 check("generate")
 ### BEGIN HIDDEN TESTS
+import inspect
 import types
 
 import torch
 
-from grader.spec import Case, Exact, Mistake, Spec, run
+from grader.spec import Case, Exact, Mistake, NotAsAsked, Spec, run
 
 
 def generate_case(g, v, d, context_length, prompt, n, train, seed):
@@ -2013,16 +2076,27 @@ def generate_cases(g):
 
 
 def call_generate(state, context_length, prompt, n, train, seed):
-    """(greedy tokens, model in train mode while sampling, gradients tracked, mode after, top_k=1 gives
-    the greedy tokens, a seeded generator reproduces the tokens)"""
+    """(greedy tokens, model or its layers in train mode while sampling, gradients tracked, mode after (the modes
+    of the model and of its layers when they differ), top_k=1 gives the greedy tokens, a seeded generator
+    reproduces the tokens)"""
+    class ToyDropout(torch.nn.Module):
+        """Dropout as a layer of its own, so that it follows its own mode, as the layers of TinyGPT do."""
+
+        def __init__(self, noise):
+            super().__init__()
+            self.noise = noise
+
+        def forward(self, h):
+            return h * (torch.rand(h.shape, generator=self.noise) > 0.5) * 2.0 if self.training else h
+
     class ToyModel(torch.nn.Module):
-        """A small causal language model: running mean of token + position vectors, then a head."""
+        """A small causal language model: running mean of token + position vectors, dropout, then a head."""
 
         def __init__(self):
             super().__init__()
             self.emb, self.pos, self.head = (torch.nn.Parameter(state[k].clone()) for k in ("emb", "pos", "head"))
             self.cfg = types.SimpleNamespace(vocab_size=state["emb"].shape[0], context_length=context_length)
-            self.noise = torch.Generator().manual_seed(seed)
+            self.drop = ToyDropout(torch.Generator().manual_seed(seed))
             self.seen = []
 
         def forward(self, idx, targets=None):
@@ -2030,17 +2104,23 @@ def call_generate(state, context_length, prompt, n, train, seed):
             if t > context_length:
                 raise ValueError(f"the model got {t} tokens but its context_length is {context_length}: "
                                  "crop the input to the last model.cfg.context_length tokens")
-            self.seen.append((self.training, torch.is_grad_enabled()))
+            self.seen.append((self.training, self.drop.training, torch.is_grad_enabled()))
             h = self.emb[idx] + self.pos[:t]
-            h = h.cumsum(1) / torch.arange(1, t + 1, dtype=h.dtype)[:, None]
-            if self.training:  # dropout
-                h = h * (torch.rand(h.shape, generator=self.noise) > 0.5) * 2.0
+            h = self.drop(h.cumsum(1) / torch.arange(1, t + 1, dtype=h.dtype)[:, None])
             return torch.tanh(h) @ self.head, None
 
     model = ToyModel().train(train)
-    tokens = generate(model, prompt.clone(), n, temperature=0.0)
-    saw_train, saw_grad = any(m for m, _ in model.seen), any(gr for _, gr in model.seen)
-    mode_after = model.training
+    try:
+        tokens = generate(model, prompt.clone(), n, temperature=0.0)
+    except (TypeError, AttributeError) as exc:         # add a hint to the message, keep where it came from
+        if "tuple" in str(exc):
+            exc.args = (str(exc).splitlines()[0] + " (model(idx) without targets returns the pair (logits, None), not "
+                        "the logits alone: unpack it, logits, _ = model(context))",)
+        raise
+    saw_grad = any(gr for _, _, gr in model.seen)
+    saw_train = ("layers" if any(layer and not top for top, layer, _ in model.seen)
+                 else any(top and layer for top, layer, _ in model.seen))
+    mode_after = model.training if model.training == model.drop.training else (model.training, model.drop.training)
     model.eval()
     greedy = generate(model, prompt.clone(), n, temperature=0.0)
     top1 = generate(model, prompt.clone(), n, temperature=1.0, top_k=1)
@@ -2093,15 +2173,85 @@ def generate_mistakes(state, context_length, prompt, n, train, seed):
         yield Mistake(message, result(noisy, train, in_train=True))
         yield Mistake(message + " (and run the loop under torch.no_grad())", result(noisy, train, in_train=True,
                                                                                    grad=True))
+        flag = ("you set model.training = False, which changes the flag of the model alone: its layers (dropout among "
+                "them) stayed in train mode while sampling. Call model.eval(), which sets every layer")
+        yield Mistake(flag, result(noisy, train, in_train="layers"))
+        yield Mistake(flag, result(noisy, train, in_train="layers", after=(False, True)))
         yield Mistake("generate leaves the model in eval mode: restore the mode it had before (model.training)",
                       result(right, train, after=False))
+        yield Mistake("you restored the mode by setting model.training, which changes the flag of the model alone: its "
+                      "layers stay in eval mode. Use model.train(was_training), which sets every layer",
+                      result(right, train, after=(True, False)))
     else:
         yield Mistake("generate switches the model to train mode at the end although it was in eval mode: restore the "
                       "mode it had before (model.training)", result(right, train, after=True))
 
 
+def generate_probs_case(g, v, prompt, temperature):
+    return Case(f"a bigram model with V={v}, prompt {prompt}, one new token at temperature {temperature}: the "
+                "probabilities sample_next_token draws from, given what generate passes it",
+                table=torch.randn(v, v, generator=g) * 2, prompt=torch.randint(0, v, prompt, generator=g),
+                temperature=temperature)
+
+
+def generate_probs_examples():
+    return [generate_probs_case(torch.Generator().manual_seed(5), 6, (2, 3), 0.5)]
+
+
+def generate_probs_cases(g):
+    return [generate_probs_case(g, *config) for config in ((7, (1, 1), 1.0), (5, (3, 2), 2.0), (9, (2, 4), 0.8))]
+
+
+def call_generate_probs(table, prompt, temperature):
+    """softmax(logits / temperature) of the logits and the temperature generate passed to sample_next_token at its
+    first step: the distribution a right sample_next_token draws from"""
+    class Bigram(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.table = torch.nn.Parameter(table.clone())
+            self.cfg = types.SimpleNamespace(vocab_size=table.shape[0], context_length=8)
+
+        def forward(self, idx, targets=None):
+            return self.table[idx], None                       # (B, T, V)
+
+    passed, scope = [], inspect.unwrap(generate).__globals__    # the notebook's names, as generate sees them
+    sampler = scope.get("sample_next_token")
+
+    def recorder(logits, temperature=1.0, top_k=None, top_p=None, generator=None):
+        passed.append((logits.detach().clone(), temperature))
+        return sampler(logits, temperature, top_k, top_p, generator)
+
+    scope["sample_next_token"] = recorder
+    try:
+        generate(Bigram(), prompt.clone(), 1, temperature=temperature)
+    finally:
+        scope["sample_next_token"] = sampler
+    if not passed:
+        raise NotAsAsked("generate never called sample_next_token: choose each new token with it")
+    logits, used = passed[0]
+    return torch.softmax(logits.double() / used, dim=-1)
+
+
+def generate_probs_oracle(table, prompt, temperature):
+    return torch.softmax(table.double()[prompt[:, -1]] / temperature, dim=-1)
+
+
+def generate_probs_mistakes(table, prompt, temperature):
+    z, t = table.double()[prompt[:, -1]], temperature
+    twice = ("generate passed probabilities (a softmax) to sample_next_token, which takes logits and applies its own "
+             "softmax, so the softmax was applied twice: pass the logits of the last position as they are")
+    for probs in (torch.softmax(z, -1), torch.softmax(z / t, -1)):
+        yield Mistake(twice, torch.softmax(probs / t, -1))
+        yield Mistake(twice, torch.softmax(probs, -1))
+    yield Mistake("generate divided the logits by the temperature and sample_next_token divides them again: pass the "
+                  "logits as they are and the temperature on", torch.softmax(z / t / t, -1))
+    yield Mistake("the temperature is not passed on to sample_next_token", torch.softmax(z, -1))
+
+
 run(Spec("generate", call_generate, generate_oracle, examples=generate_examples, cases=generate_cases,
-         mistakes=generate_mistakes, judge=Exact()))
+         mistakes=generate_mistakes, judge=Exact()),
+    Spec("generate", call_generate_probs, generate_probs_oracle, examples=generate_probs_examples,
+         cases=generate_probs_cases, mistakes=generate_probs_mistakes))
 ### END HIDDEN TESTS
 
 # %% [markdown]

@@ -421,6 +421,78 @@ def train_step(model, optimizer, x, y, max_norm=None):
             "top_k is not passed on", selfcheck=True),
     Mistake("generator not passed on", GEN, generator_code(sampling="temperature, top_k, top_p"),
             "`generator` is not passed on"),
+    # --- categories a learner's code may meet: gradients held before the call, forward without targets,
+    # --- probabilities where logits are expected, the dtype of token ids, layers left in train mode
+    Mistake("gradients cleared after the step only", STEP, """
+def train_step(model, optimizer, x, y, max_norm=None):
+    loss = model(x, y)[1]
+    loss.backward()
+    if max_norm is not None:
+        nn.utils.clip_grad_norm_(model.parameters(), max_norm=max_norm)
+    optimizer.step()
+    optimizer.zero_grad()
+    return loss.detach().item()
+""", "already held when train_step was called"),
+    Mistake("forward called without the targets", STEP, """
+def train_step(model, optimizer, x, y, max_norm=None):
+    optimizer.zero_grad()
+    _, loss = model(x)
+    loss.backward()
+    optimizer.step()
+    return loss.item()
+""", "without the targets"),
+    Mistake("logits of the last position only without targets (nanoGPT's inference shortcut)", GPT,
+            gpt().replace("        logits = self.out_head(self.final_norm(x))\n        if targets is None:\n"
+                          "            return logits, None\n",
+                          "        if targets is None:\n"
+                          "            return self.out_head(self.final_norm(x[:, [-1], :])), None\n"
+                          "        logits = self.out_head(self.final_norm(x))\n"),
+            "the logits of the last position only"),
+    Mistake("loss computed even without targets", GPT,
+            gpt().replace("        if targets is None:\n            return logits, None\n", ""),
+            "called without targets"),
+    Mistake("softmax applied twice before drawing", SAMPLE,
+            sampler().replace("return torch.multinomial(probs, 1, generator=generator)",
+                              "return torch.multinomial(torch.softmax(probs, dim=-1), 1, generator=generator)"),
+            "softmax twice"),
+    Mistake("top-k on probabilities, then a second softmax", SAMPLE, sampler(topk="pass").replace(
+        "    probs = torch.softmax(logits, dim=-1)\n",
+        "    probs = torch.softmax(logits, dim=-1)\n"
+        "    if top_k is not None:\n"
+        "        kth = torch.topk(probs, min(top_k, probs.shape[-1])).values[:, -1:]\n"
+        "        probs = torch.softmax(probs.masked_fill(probs < kth, float('-inf')), dim=-1)\n"), "softmax twice",
+        selfcheck=False),   # on the self-check's top-k example it moves the distribution by a total variation of
+    # 0.10, less than the 0.12 by which the sampling judge tells a named mistake from a right answer
+    Mistake("token ids as int32", SAMPLE,
+            sampler().replace("torch.multinomial(probs, 1, generator=generator)",
+                              "torch.multinomial(probs, 1, generator=generator).int()"), "dtype torch.long"),
+    Mistake("windows keep the dtype of data", BATCH, """
+def get_batch(data, block_size, batch_size, generator=None):
+    starts = torch.randint(0, len(data) - block_size, (batch_size,), generator=generator)
+    x = torch.stack([data[s:s + block_size] for s in starts])
+    y = torch.stack([data[s + 1:s + block_size + 1] for s in starts])
+    return x, y
+""", "kept the dtype of data"),
+    Mistake("probabilities passed to sample_next_token", GEN,
+            generator_code().replace("sample_next_token(logits[:, -1, :], ",
+                                     "sample_next_token(torch.softmax(logits[:, -1, :], dim=-1), "),
+            "the softmax was applied twice"),
+    Mistake("tempered probabilities passed to sample_next_token", GEN,
+            generator_code(sampling="1.0 if temperature else 0.0, top_k, top_p, generator").replace(
+                "sample_next_token(logits[:, -1, :], ",
+                "sample_next_token(torch.softmax(logits[:, -1, :] / (temperature or 1.0), dim=-1), "),
+            "the softmax was applied twice"),
+    Mistake("temperature applied in generate and again in the sampler", GEN,
+            generator_code().replace("sample_next_token(logits[:, -1, :], ",
+                                     "sample_next_token(logits[:, -1, :] / (temperature or 1.0), "),
+            "divides them again"),
+    Mistake("model.training = False instead of model.eval()", GEN,
+            generator_code(eval_="model.training = False", restore="model.training = was_training"),
+            "changes the flag of the model alone"),
+    Mistake("mode restored by setting model.training", GEN, generator_code(restore="model.training = was_training"),
+            "restored the mode by setting model.training"),
+    Mistake("model(context) not unpacked", GEN, generator_code().replace("logits, _ = model(", "logits = model("),
+            "returns the pair (logits, None)"),
 ]
 
 ALTERNATIVES = [
@@ -471,7 +543,7 @@ def get_batch(data, block_size, batch_size, generator=None):
     offsets = torch.arange(block_size)
     x = data[starts[:, None] + offsets]
     y = data[starts[:, None] + offsets + 1]
-    return x, y
+    return x.long(), y.long()
 """),
     Alternative("TinyGPT with a ModuleList loop, F.cross_entropy with a transpose", GPT, """
 class TinyGPT(nn.Module):
@@ -553,8 +625,9 @@ def train_step(model, optimizer, x, y, max_norm=None):
     optimizer.step()
     return float(loss)
 """),
-    Alternative("train_step clearing the gradients after the step", STEP, """
+    Alternative("train_step clearing the gradients both before and after the step", STEP, """
 def train_step(model, optimizer, x, y, max_norm=None):
+    optimizer.zero_grad()
     loss = model(x, y)[1]
     loss.backward()
     if max_norm is not None:
@@ -562,6 +635,85 @@ def train_step(model, optimizer, x, y, max_norm=None):
     optimizer.step()
     optimizer.zero_grad()
     return loss.detach().item()
+"""),
+    Alternative("train_step calling forward without targets and computing the loss itself", STEP, """
+def train_step(model, optimizer, x, y, max_norm=None):
+    for p in model.parameters():
+        p.grad = None
+    logits, _ = model(x)
+    loss = F.cross_entropy(logits.reshape(-1, logits.size(-1)), y.reshape(-1))
+    loss.backward()
+    if max_norm is not None:
+        torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+    optimizer.step()
+    return loss.item()
+"""),
+    Alternative("get_batch with index arithmetic and .to(torch.long)", BATCH, """
+def get_batch(data, block_size, batch_size, generator=None):
+    starts = torch.randint(len(data) - block_size, (batch_size, 1), generator=generator)
+    index = starts + torch.arange(block_size + 1)
+    window = data[index].to(torch.long)
+    return window[:, :-1], window[:, 1:]
+"""),
+    Alternative("TinyGPT with nanoGPT's layout, logits of every position also without targets", GPT, """
+class TinyGPT(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        self.cfg = cfg
+        self.tok_emb = nn.Embedding(cfg.vocab_size, cfg.emb_dim)
+        self.pos_emb = nn.Embedding(cfg.context_length, cfg.emb_dim)
+        self.drop_emb = nn.Dropout(cfg.dropout)
+        self.blocks = nn.Sequential(*(TransformerBlock(cfg.emb_dim, cfg.num_heads, cfg.context_length, cfg.dropout,
+                                                       cfg.qkv_bias) for _ in range(cfg.num_layers)))
+        self.final_norm = LayerNorm(cfg.emb_dim)
+        self.out_head = nn.Linear(cfg.emb_dim, cfg.vocab_size, bias=False)
+
+    def forward(self, idx, targets=None):
+        b, t = idx.size()
+        if t > self.cfg.context_length:
+            raise ValueError(f"sequence of length {t} is longer than the context ({self.cfg.context_length})")
+        pos = torch.arange(0, t, dtype=torch.long, device=idx.device)
+        x = self.drop_emb(self.tok_emb(idx) + self.pos_emb(pos))
+        x = self.final_norm(self.blocks(x))
+        logits = self.out_head(x)
+        loss = None
+        if targets is not None:
+            loss = F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1), ignore_index=-1)
+        return logits, loss
+"""),
+    Alternative("sampler with top-k through log-probabilities", SAMPLE, """
+def sample_next_token(logits, temperature=1.0, top_k=None, top_p=None, generator=None):
+    if temperature == 0:
+        return logits.argmax(-1, keepdim=True)
+    logp = torch.log_softmax(logits / temperature, dim=-1)
+    if top_k is not None:
+        k = min(top_k, logp.size(-1))
+        v, _ = torch.topk(logp, k)
+        logp = torch.where(logp < v[:, [-1]], torch.tensor(float("-inf")), logp)
+    if top_p is not None:
+        probs = torch.softmax(logp, -1)
+        sp, si = torch.sort(probs, descending=True)
+        drop = (sp.cumsum(-1) - sp) >= top_p
+        logp = logp.scatter(-1, si, torch.where(drop, torch.tensor(float("-inf")), sp.log()))
+    return torch.multinomial(torch.softmax(logp, -1), 1, generator=generator)
+"""),
+    Alternative("generate passing log-probabilities, which are logits too", GEN,
+                generator_code().replace("sample_next_token(logits[:, -1, :], ",
+                                         "sample_next_token(torch.log_softmax(logits[:, -1, :], dim=-1), ")),
+    Alternative("generate applying the temperature itself and passing temperature 1", GEN, """
+def generate(model, idx, max_new_tokens, temperature=1.0, top_k=None, top_p=None, generator=None):
+    was_training = model.training
+    model.eval()
+    with torch.no_grad():
+        for _ in range(max_new_tokens):
+            logits = model(idx[:, -model.cfg.context_length:])[0][:, -1, :]
+            if temperature == 0:
+                nxt = logits.argmax(dim=-1, keepdim=True)
+            else:
+                nxt = sample_next_token(logits / temperature, 1.0, top_k, top_p, generator)
+            idx = torch.cat([idx, nxt], dim=1)
+    model.train(was_training)
+    return idx
 """),
     Alternative("sampler with torch.sort for top-k and inverse-CDF draws", SAMPLE, """
 def sample_next_token(logits, temperature=1.0, top_k=None, top_p=None, generator=None):
