@@ -1841,8 +1841,9 @@ print("largest difference from the full pass:", (torch.cat(pieces, dim=1) - full
 # the first tokens, whatever they say, which the authors call **attention sinks**.
 #
 # Our model can show whether that holds for it, too. Its positions are learned, so its cache can
-# roll only inside its context: texts of 64 characters go in one character at a time, each at its
-# own position `0 ... 63` as usual, through caches that keep only the last `W` entries
+# roll only inside its context: texts of 64 characters go in one character at a time (the first
+# `W + 1` together, since they lose nothing yet), each at its own position `0 ... 63` as usual,
+# through caches that keep only the last `W` entries
 # (`RollingKVCache` below; the newest token sees those `W` and itself), or the last `W` and the
 # first four (`keep=range(4)`). The loss on the last 16 characters of each text is compared with
 # two references:
@@ -1882,19 +1883,21 @@ class RollingKVCache:
 
 
 def rolling_logits(model, idx, window, keep=(), rolling=None):
-    """Logits (B, T, V) for idx (B, T), T <= context_length, fed one token at a time at its own position
-    through one RollingKVCache(window, keep) per block (per block in `rolling` when given; the other
-    blocks keep a KVCache of everything)."""
+    """Logits (B, T, V) for idx (B, T), T <= context_length, each token at its own position, through one
+    RollingKVCache(window, keep) per block (per block in `rolling` when given; the other blocks keep a
+    KVCache of everything). The first window + 1 tokens lose nothing yet and go in as one prefill;
+    the others go in one at a time."""
     caches = [RollingKVCache(window, keep) if rolling is None or n in rolling else KVCache()
               for n in range(len(model.blocks))]
+    start = min(window + 1, idx.shape[1])
     logits = []
     with torch.no_grad():
-        for p in range(idx.shape[1]):
-            x = model.tok_emb(idx[:, p:p + 1]) + model.pos_emb.weight[p]                # (B, 1, E), position p
+        for begin, end in [(0, start)] + [(p, p + 1) for p in range(start, idx.shape[1])]:
+            x = model.tok_emb(idx[:, begin:end]) + model.pos_emb.weight[begin:end]      # (B, t, E)
             for block, cache in zip(model.blocks, caches):
                 x = x + cached_attention(block.att, block.norm1(x), cache)
                 x = x + block.ff(block.norm2(x))
-            logits.append(model.out_head(model.final_norm(x)))                          # (B, 1, V)
+            logits.append(model.out_head(model.final_norm(x)))                          # (B, t, V)
     return torch.cat(logits, dim=1)
 
 
@@ -2984,22 +2987,25 @@ with torch.no_grad():
 # `kv_cache_bytes(..., num_kv_heads=...)` for one layer of 20 tokens.
 
 # %%
-def grouped_cached_attention(att, x, cache):
-    """A prefill into an empty cache, or one new token, through a GroupedQueryAttention `att`: the
-    cache holds the num_kv_heads shared heads; each query head's copy is made after the cache."""
+def grouped_cached_attention(att, x, cache, num_heads, num_kv_heads):
+    """A prefill into an empty cache, or one new token, through a GroupedQueryAttention `att` (only its
+    projections are used): the cache holds the num_kv_heads shared heads; each query head's copy is
+    made after the cache."""
     b, t, _ = x.shape
     if len(cache) > 0 and t > 1:
         raise ValueError("this sketch takes a prefill into an empty cache or one token at a time")
-    q = att.W_query(x).view(b, t, att.num_heads, att.head_dim).transpose(1, 2)        # (B, H, t, hd)
-    k = att.W_key(x).view(b, t, att.num_kv_heads, att.head_dim).transpose(1, 2)       # (B, G, t, hd)
-    v = att.W_value(x).view(b, t, att.num_kv_heads, att.head_dim).transpose(1, 2)     # (B, G, t, hd)
+    d_out = att.W_query.out_features
+    head_dim = d_out // num_heads
+    q = att.W_query(x).view(b, t, num_heads, head_dim).transpose(1, 2)                # (B, H, t, hd)
+    k = att.W_key(x).view(b, t, num_kv_heads, head_dim).transpose(1, 2)               # (B, G, t, hd)
+    v = att.W_value(x).view(b, t, num_kv_heads, head_dim).transpose(1, 2)             # (B, G, t, hd)
     keys, values = cache.append(k, v)                                                 # (B, G, P + t, hd) each
-    group = att.num_heads // att.num_kv_heads
+    group = num_heads // num_kv_heads
     keys, values = keys.repeat_interleave(group, dim=1), values.repeat_interleave(group, dim=1)  # (B, H, P + t, hd)
-    scores = q @ keys.transpose(-2, -1) / math.sqrt(att.head_dim)                     # (B, H, t, P + t)
+    scores = q @ keys.transpose(-2, -1) / math.sqrt(head_dim)                         # (B, H, t, P + t)
     if t > 1:                                                                         # the prefill: P = 0
         scores = scores.masked_fill(torch.ones(t, t, dtype=torch.bool, device=x.device).triu(1), float("-inf"))
-    context = (torch.softmax(scores, dim=-1) @ values).transpose(1, 2).reshape(b, t, att.d_out)
+    context = (torch.softmax(scores, dim=-1) @ values).transpose(1, 2).reshape(b, t, d_out)
     return att.out_proj(context)
 
 
@@ -3011,7 +3017,8 @@ for kv_heads in (8, 2, 1):
         full = layer(x_demo)                                               # (2, 20, 64), all at once
         with PeakMemory(x_demo) as meter:
             cache = KVCache()
-            pieces = [grouped_cached_attention(layer, part, cache) for part in x_demo.split([16, 1, 1, 1, 1], dim=1)]
+            pieces = [grouped_cached_attention(layer, part, cache, 8, kv_heads)
+                      for part in x_demo.split([16, 1, 1, 1, 1], dim=1)]
             difference = (torch.cat(pieces, dim=1) - full).abs().max().item()
             del pieces
     print(f"num_kv_heads={kv_heads}: cache {meter.live:,} bytes measured, "
