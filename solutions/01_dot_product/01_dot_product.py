@@ -270,6 +270,9 @@ def call_attention_scores_for(query, inputs):
         elif "dtype" in text:
             exc.args = (text + " (the two tensors have different dtypes, e.g. an integer and a float one: use the "
                         "inputs as they come, or convert both to the same dtype)",)
+        elif "must match the size" in text:
+            exc.args = (text + " (the query has d entries, as each row of inputs has: pair it with the rows of "
+                        "inputs, not with the columns of inputs)",)
         raise
     if isinstance(out, (list, tuple)):
         raise NotAsAsked(f"attention_scores_for returned a Python {type(out).__name__}: return one tensor of shape "
@@ -296,6 +299,8 @@ def scores_mistakes(query, inputs):
                   "(dim=-1), one score per token", (inputs * query).sum(dim=0))
     yield Mistake("you added every product into one number: add up each row's products separately (dim=-1), one "
                   "score per token", (inputs * query).sum())
+    yield Mistake("you returned the scores as a column of shape (T, 1); return a 1-D tensor of shape (T,): multiply by "
+                  "the vector query itself, not by a (d, 1) column", (inputs @ query)[:, None])
     if inputs.shape[0] == inputs.shape[1]:
         yield Mistake("you multiplied the query by the columns of inputs (query @ inputs, or inputs.T @ query): put "
                       "inputs first, inputs @ query, so that each score is the query dotted with one row",
@@ -527,6 +532,9 @@ def call_cosine_similarity_matrix(inputs, eps=None):
         if "must match the size" in text:
             exc.args = (text + " (the lengths have shape (T,): keep the dimension, keepdim=True, shape (T, 1), so "
                         "that each row is divided by its own length)",)
+        elif "ambiguous" in text:
+            exc.args = (text + " (Python's max compares two numbers, not a tensor of lengths with a number: use "
+                        "clamp_min(eps) or torch.maximum)",)
         raise
     if isinstance(out, (list, tuple)):
         raise NotAsAsked(f"cosine_similarity_matrix returned a Python {type(out).__name__}: return one tensor of "

@@ -830,6 +830,11 @@ def tinygpt_mistakes(cfg, state, idx, targets, train):
                   (tinygpt_forward(cfg, state, idx, pos="none")[0], None))
     yield Mistake("final_norm is not applied before the output head",
                   (tinygpt_forward(cfg, state, idx, final_norm=False)[0], None))
+    yield Mistake("your forward returns probabilities (a softmax of the logits); return the logits themselves: "
+                  "F.cross_entropy and sample_next_token apply the softmax on their own",
+                  (torch.softmax(logits, -1), None, None, torch.softmax(logits, -1)))
+    yield Mistake("you returned the logits flattened to (B*T, V), the shape F.cross_entropy takes; return them as (B, T, "
+                  "V) and flatten only what you hand to F.cross_entropy", (flat, None))
     yield Mistake("the loss is the sum over positions, not the mean", (None, per_token.sum()))
     yield Mistake("the loss is averaged over the batch only; average over every position (B*T of them)",
                   (None, per_token.mean(0)))
@@ -1241,7 +1246,7 @@ def call_train_step(state, x, y, lr, max_norm, steps, stale):
 
 
 def train_step_reference(state, x, y, lr, max_norm, steps, stale=None, zero=True, zero_first=True, clip=True,
-                         update=True):
+                         update=True, loss_after=False):
     """Plain SGD written out: (losses, parameters after the steps). `stale`: the gradients the model holds before the
     first call, which the right train_step clears first."""
     params, losses = [state["emb"], state["out"]], []
@@ -1258,6 +1263,8 @@ def train_step_reference(state, x, y, lr, max_norm, steps, stale=None, zero=True
             stored = [gr * min(1.0, max_norm / (float(total) + 1e-6)) for gr in stored]
         if update:
             params = [p - lr * gr for p, gr in zip(params, stored)]
+        if loss_after:   # the loss of the same batch once more, with the parameters the step made
+            loss = F.cross_entropy((torch.tanh(params[0][x]) @ params[1]).flatten(0, 1), y.reshape(-1))
         losses.append(loss.item())
     return torch.tensor(losses), torch.cat([p.flatten() for p in params])
 
@@ -1277,6 +1284,8 @@ def train_step_mistakes(state, x, y, lr, max_norm, steps, stale):
     if max_norm is not None:
         yield Mistake("the gradient norm is not clipped to max_norm: clip between backward() and step()",
                       reference(clip=False))
+    yield Mistake("train_step returned the loss after the step (from a second forward pass); return the loss the step "
+                  "was computed from, before the update", reference(loss_after=True))
 
 
 def training_cases(g):
@@ -1312,7 +1321,8 @@ def training_mistakes():
 
 
 run(Spec("train_step", call_train_step, train_step_reference, examples=train_step_examples, cases=train_step_cases,
-         mistakes=train_step_mistakes, judge=Tuple()),
+         mistakes=train_step_mistakes, judge=Tuple(parts=("the losses train_step returned",
+                                                          "the parameters after the steps"))),
     Spec("train_step", call_training, lambda: True, cases=training_cases, mistakes=training_mistakes, judge=Exact()))
 ### END HIDDEN TESTS
 

@@ -107,6 +107,14 @@ def attention_scores_for(query, inputs):
 def attention_scores_for(query, inputs):
     return inputs.T @ query
 """, "inputs @ query"),
+    Mistake("scores as a column", S, """
+def attention_scores_for(query, inputs):
+    return inputs @ query.unsqueeze(-1)
+""", "a column of shape (T, 1)"),
+    Mistake("loop over the columns of inputs", S, """
+def attention_scores_for(query, inputs):
+    return torch.stack([dot_product(query, column) for column in inputs.T])
+""", "columns of inputs"),
     Mistake("loop that keeps only the last score", S, """
 def attention_scores_for(query, inputs):
     for row in inputs:
@@ -178,6 +186,11 @@ def cosine_similarity_matrix(inputs, eps=1e-8):
     unit = inputs / inputs.norm(dim=-1).clamp_min(eps)
     return unit @ unit.T
 """, "keepdim=True"),
+    Mistake("Python's max on the tensor of lengths", C, """
+def cosine_similarity_matrix(inputs, eps=1e-8):
+    unit = inputs / max(inputs.norm(dim=-1, keepdim=True), eps)
+    return unit @ unit.T
+""", "clamp_min(eps) or torch.maximum"),
     Mistake("rows divided in place", C, """
 def cosine_similarity_matrix(inputs, eps=1e-8):
     inputs /= inputs.norm(dim=-1, keepdim=True).clamp_min(eps)

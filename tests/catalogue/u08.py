@@ -433,6 +433,17 @@ def train_step(model, optimizer, x, y, max_norm=None):
     optimizer.zero_grad()
     return loss.detach().item()
 """, "already held when train_step was called"),
+    Mistake("loss of a second forward pass after the step", STEP, """
+def train_step(model, optimizer, x, y, max_norm=None):
+    optimizer.zero_grad()
+    _, loss = model(x, y)
+    loss.backward()
+    if max_norm is not None:
+        torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+    optimizer.step()
+    with torch.no_grad():
+        return model(x, y)[1].item()
+""", "loss after the step"),
     Mistake("forward called without the targets", STEP, """
 def train_step(model, optimizer, x, y, max_norm=None):
     optimizer.zero_grad()
@@ -448,6 +459,13 @@ def train_step(model, optimizer, x, y, max_norm=None):
                           "            return self.out_head(self.final_norm(x[:, [-1], :])), None\n"
                           "        logits = self.out_head(self.final_norm(x))\n"),
             "the logits of the last position only"),
+    Mistake("probabilities returned as the logits", GPT,
+            gpt().replace("logits = self.out_head(self.final_norm(x))",
+                          "logits = torch.softmax(self.out_head(self.final_norm(x)), dim=-1)"),
+            "your forward returns probabilities"),
+    Mistake("logits returned flattened (B*T, V)", GPT,
+            gpt(loss="logits = logits.view(B * T, -1)\n        loss = F.cross_entropy(logits, targets.view(B * T))"),
+            "flattened to (B*T, V)"),
     Mistake("loss computed even without targets", GPT,
             gpt().replace("        if targets is None:\n            return logits, None\n", ""),
             "called without targets"),
