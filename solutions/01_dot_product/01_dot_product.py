@@ -214,7 +214,9 @@ run(DOT_PRODUCT)
 # ### Exercise 2 — `attention_scores_for(query, inputs)` (about 5 minutes)
 #
 # **Goal:** given a query vector of shape `(d,)` and the inputs of shape `(T, d)`, return the
-# `T` dot products, shape `(T,)`. A loop over rows with your `dot_product` is fine; so is `@`.
+# `T` dot products as one tensor of shape `(T,)`. A loop over rows with your `dot_product` is
+# fine (gather the scores into a tensor, e.g. with `torch.stack`); so is `@`. Leave `query` and
+# `inputs` as they are: the cells below use them again.
 #
 # Expected for *journey*: `[0.9544, 1.4950, 1.4754, 0.8434, 0.7070, 1.0865]`.
 #
