@@ -3168,13 +3168,18 @@ import torch
 from grader.spec import Case, Exact, Mistake, Spec, Tuple, run
 
 
-def flash_case(g, shape, t_k=None, d_v=None, block_size=8, causal=False, label=""):
+def flash_case(g, shape, t_k=None, d_v=None, block_size=8, causal=False, label="", negative=False):
+    """Random float64 inputs; with `negative`, every score of queries 0, 2, 4, ... lies far below -745, where
+    exp underflows to 0 in float64."""
     *lead, t_q, d = shape
     t_k, d_v = t_k or t_q, d_v or d
+    q = torch.randn(*shape, generator=g, dtype=torch.float64)
+    k = torch.randn(*lead, t_k, d, generator=g, dtype=torch.float64)
+    if negative:
+        q[..., ::2, :] -= 300
+        k += 4
     return Case(label or f"q {tuple(shape)}, {t_k} keys, d_v={d_v}, blocks of {block_size}, causal={causal}",
-                q=torch.randn(*shape, generator=g, dtype=torch.float64),
-                k=torch.randn(*lead, t_k, d, generator=g, dtype=torch.float64),
-                v=torch.randn(*lead, t_k, d_v, generator=g, dtype=torch.float64),
+                q=q, k=k, v=torch.randn(*lead, t_k, d_v, generator=g, dtype=torch.float64),
                 grad=torch.randn(*lead, t_q, d_v, generator=g, dtype=torch.float64),
                 block_size=block_size, causal=causal)
 
@@ -3183,14 +3188,18 @@ def flash_examples():
     g = torch.Generator().manual_seed(21)
     return [flash_case(g, (2, 40, 4), block_size=16, causal=True, label="q, k, v of shape (2, 40, 4), blocks of 16, causal"),
             flash_case(g, (2, 24, 4), t_k=30, block_size=8,
-                       label="q of shape (2, 24, 4), k and v of shape (2, 30, 4), blocks of 8, not causal")]
+                       label="q of shape (2, 24, 4), k and v of shape (2, 30, 4), blocks of 8, not causal"),
+            flash_case(g, (1, 24, 4), block_size=8, negative=True,
+                       label="q, k, v of shape (1, 24, 4), blocks of 8, not causal, every score of queries 0, 2, 4, ... "
+                             "below -1000")]
 
 
 def flash_cases(g):
     return [flash_case(g, (1, 2, 48, 4), block_size=8),
             flash_case(g, (3, 33, 2), block_size=10, causal=True),
             flash_case(g, (2, 20, 3), t_k=50, d_v=2, block_size=7),
-            flash_case(g, (1, 64, 4), block_size=64, causal=True)]
+            flash_case(g, (1, 64, 4), block_size=64, causal=True),
+            flash_case(g, (2, 20, 4), t_k=28, block_size=6, negative=True)]
 
 
 def call_flash_attention(q, k, v, grad, block_size, causal):
@@ -3249,6 +3258,16 @@ def flash_oracle(q, k, v, grad, causal):
 
 
 def flash_mistakes(q, k, v, grad, causal):
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+    if causal:
+        scores = scores.masked_fill(torch.ones(scores.shape[-2:], dtype=torch.bool).triu(1), float("-inf"))
+    dead = scores.amax(dim=-1) < -746   # rows where exp(s - 0) is 0 for every key, in float64
+    if dead.any():
+        holed = reference_backward(q, k, v, grad, causal)[0].clone()
+        holed[dead] = float("nan")
+        yield Mistake("queries whose scores are all very negative get NaN: the running maximum must start at -inf, "
+                      "not at 0 or another number, or exp(s - m) underflows to 0 for every key of such a row and "
+                      "the sum l stays 0", (holed, None, None, None, None))
     _, dq, dk, _ = reference_backward(q, k, v, grad, causal, with_delta=False)
     yield Mistake("the gradients of q and k leave out D = rowsum(dO * O): the softmax's normalisation takes it from "
                   "every score's gradient, dS = P * (dP - D)", (None, dq, dk, None, None))
@@ -3294,15 +3313,15 @@ def flash_dtype_mistakes(dtype):
                       "in the dtype of q (create m, l and acc with dtype=q.dtype, and do not call .float())", "float32")
 
 
-run(Spec("flash_attention", call_flash_attention, flash_oracle, examples=flash_examples, cases=flash_cases,
-         mistakes=flash_mistakes,
-         judge=Tuple(parts=("the output", "the gradient of q", "the gradient of k", "the gradient of v",
-                            "whether less than the T_q x T_k scores was kept for the backward pass"))),
-    Spec("flash_attention", call_flash_dtype, lambda dtype: dtype,
+run(Spec("flash_attention", call_flash_dtype, lambda dtype: dtype,
          examples=lambda: [flash_dtype_case(torch.Generator().manual_seed(22), "bfloat16", (2, 8, 4), 4, True)],
          cases=lambda g: [flash_dtype_case(g, "float64", (1, 6, 4), 4, False),
                           flash_dtype_case(g, "bfloat16", (3, 5, 4), 2, True)],
-         mistakes=flash_dtype_mistakes, judge=Exact()))
+         mistakes=flash_dtype_mistakes, judge=Exact()),
+    Spec("flash_attention", call_flash_attention, flash_oracle, examples=flash_examples, cases=flash_cases,
+         mistakes=flash_mistakes,
+         judge=Tuple(parts=("the output", "the gradient of q", "the gradient of k", "the gradient of v",
+                            "whether less than the T_q x T_k scores was kept for the backward pass"))))
 ### END HIDDEN TESTS
 
 # %% [markdown]

@@ -552,6 +552,9 @@ class KVCache:
         "q, k, v = q.float(), k.float(), v.float()\n"
         "        scale = 1.0 / math.sqrt(q.shape[-1])\n        m = torch.full"),
         "the output must keep their dtype"),
+    Mistake("flash forward whose running maximum starts at 0", FA, flash(
+        'm = torch.full((*q.shape[:-1], 1), float("-inf")', "m = torch.full((*q.shape[:-1], 1), 0.0"),
+        "the running maximum must start at -inf"),
     Mistake("flash forward keeps the scores on ctx", FA, flash(
         "ctx.block_size, ctx.causal = block_size, causal",
         "ctx.block_size, ctx.causal = block_size, causal\n        ctx.scores = q @ k.transpose(-2, -1)"),
