@@ -147,7 +147,7 @@ with tempfile.TemporaryDirectory() as tmp:
     print("STARTED", outcome.started, outcome.problem)
 with tempfile.TemporaryDirectory() as tmp, sandbox.Sandbox(Path(tmp), limits) as box:
     outcome = box.run(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(BOMB)]))
-    print("BOMB", outcome.executed.cells[0].outputs[0]["text"].strip())
+    print("BOMB", "".join(o.get("text", "") for o in outcome.executed.cells[0].outputs).strip())
 """
 
 
