@@ -568,7 +568,8 @@ def batch(tmp_path_factory) -> Batch:
     for name in sorted(results):  # the outcome of each vector (pytest -s shows it)
         for r in results[name]:
             failed = "; ".join(f"{e['grade_id']}: {e['feedback']}" for e in r["exercises"] if not e["passed"])
-            print(f"  {name:26} {r['score']:g}/{r['max_score']:g} {Path(r['notebook']).name[-22:]:>22}  "
+            print(f"  {name:26} {r['score']:g}/{r['max_score']:g} {r['seconds']:5.1f} s "
+                  f"{Path(r['notebook']).name[-22:]:>22}  "
                   f"{' | '.join(filter(None, [r['error'], '; '.join(r['flags']), failed]))}"[:400])
     return done
 
