@@ -20,3 +20,13 @@ def _no_progress_file_in_the_repository(monkeypatch, tmp_path_factory):
         return tmp_path_factory.getbasetemp() / progress.FILE if path.parent == root else path
 
     monkeypatch.setattr(progress, "progress_file", progress_file)
+
+
+@pytest.fixture(scope="session")
+def course_graded(tmp_path_factory, worker_id):
+    """Every unit's reference and blank notebook (and a few catalogued mistakes) graded once for
+    the whole session, by whichever pytest-xdist worker asks first (tests/graded.py)."""
+    from graded import graded_course
+
+    base = tmp_path_factory.getbasetemp()
+    return graded_course(base if worker_id == "master" else base.parent)

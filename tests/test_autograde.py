@@ -1,10 +1,8 @@
 """Through real nbgrader autograding: every reference solution earns full marks and every blank
-student notebook zero; `python -m grader grade --json` gives the same points."""
+student notebook zero; `python -m grader grade --json` gives the same points (its grading of the
+same notebooks is made once for the session: tests/graded.py)."""
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from pathlib import Path
 
 import nbformat
@@ -36,15 +34,8 @@ def nbgrader_autograde(unit: str, notebooks: dict[str, object], course_root: Pat
     return scores
 
 
-def grader_json(path: Path) -> dict:
-    out = subprocess.run([sys.executable, "-m", "grader", "grade", str(path), "--json"],
-                         capture_output=True, text=True, timeout=900, cwd=course.ROOT)
-    assert out.returncode == 0, out.stderr[-3000:]
-    return json.loads(out.stdout)
-
-
 @pytest.mark.parametrize("unit", course.units())
-def test_reference_full_blank_zero_and_grader_agrees_with_nbgrader(unit, tmp_path, monkeypatch):
+def test_reference_full_blank_zero_and_grader_agrees_with_nbgrader(unit, tmp_path, monkeypatch, course_graded):
     monkeypatch.setenv("OMP_NUM_THREADS", "1")   # the kernels nbgrader starts: one thread each, as the grader's
     notebooks = {"reference": student_notebook(unit), "blank": notebook.read(course.release_notebook(unit))}
     nbgrader_scores = nbgrader_autograde(unit, notebooks, tmp_path / "course")
@@ -54,10 +45,8 @@ def test_reference_full_blank_zero_and_grader_agrees_with_nbgrader(unit, tmp_pat
     assert nbgrader_scores["reference"] == full, "the reference solution must earn full marks"
     assert nbgrader_scores["blank"] == {gid: 0 for gid in full}, "a blank notebook must earn zero"
 
-    for student, nb in notebooks.items():
-        path = tmp_path / f"{student}.ipynb"
-        nbformat.write(nb, path)
-        result = grader_json(path)
+    for student in notebooks:   # python -m grader grade, on the same notebooks (tests/graded.py)
+        result = course_graded.result(student, unit)
         assert result["unit"] == unit and result["error"] is None, result
         assert {e["grade_id"]: e["points"] for e in result["exercises"]} == nbgrader_scores[student]
         assert result["max_score"] == sum(full.values())

@@ -49,7 +49,7 @@ def _submissions():
     # The same two in the Chinese edition, in the same class.
     subs["cosine-zh"] = _with_answer("dot_product",
                                      "def dot_product(a, b):\n    return (a * b).sum() / (a.norm() * b.norm())", "zh")
-    # An endless loop that waits rather than spins: the same cut-off, without 30 s of a busy core.
+    # An endless loop that waits rather than spins: the same cut-off, without 15 s of a busy core.
     subs["loops-zh"] = _with_answer("dot_product", "import time\ndef dot_product(a, b):\n    while True:\n"
                                     "        time.sleep(1)", "zh")
     copied = student_notebook(UNIT)
@@ -73,8 +73,9 @@ def graded(tmp_path_factory):
     broken = root / "submitted" / "broken" / UNIT / f"{UNIT}.ipynb"
     broken.parent.mkdir(parents=True)
     broken.write_text('{"cells": [ this is not json')
+    # 15 s a cell: unit 01's cells take well under a second, and the two endless loops wait it out.
     out = subprocess.run([sys.executable, "-m", "grader", "grade", str(root / "submitted"), "--json",
-                          "--course-dir", str(root), "--cell-timeout", "30", "--report", str(root / "report.html")],
+                          "--course-dir", str(root), "--cell-timeout", "15", "--report", str(root / "report.html")],
                          capture_output=True, text=True, timeout=900, cwd=course.ROOT)
     assert out.returncode == 0, out.stderr[-3000:]
     results = {r["student"]: r for r in json.loads(out.stdout)}

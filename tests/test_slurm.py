@@ -19,13 +19,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-import catalogue
+import graded
 import nbformat
 import pytest
-from catalogue import u01, u05
-from reference import answers, student_notebook
 
-from grader import course, notebook
+from grader import course
 from grader.grading import gradebook
 from grader.grading.results import NotebookResult
 from grader.grading.submissions import in_shard
@@ -33,7 +31,7 @@ from grader.grading.submissions import in_shard
 pytestmark = pytest.mark.xdist_group("slurm")
 
 SCRIPT = course.ROOT / "cluster" / "grade-class.sbatch"
-UNITS = {"01_dot_product": u01, "05_causal_masking": u05}
+UNITS = list(graded.WITH_MISTAKES)   # 01_dot_product and 05_causal_masking
 STUDENTS = [f"learner{n:02d}" for n in range(20)]
 TASKS = 4                      # the script's --array=0-3
 MEMORY_PER_TASK_MB = 3 * 1024  # the script's --mem-per-cpu=3G, one CPU per task
@@ -145,21 +143,11 @@ def cluster(tmp_path_factory) -> Iterator[Cluster]:
                 daemon.wait()
 
 
-def _kinds(unit: str) -> dict[str, nbformat.NotebookNode]:
-    """The notebooks the class hands in for `unit`: the reference answers, the blank notebook, and
-    the reference with one catalogued mistake, for the first two mistakes of the unit's catalogue."""
-    kinds = {"reference": student_notebook(unit), "blank": notebook.read(course.release_notebook(unit))}
-    mistakes = [m for m in UNITS[unit].MISTAKES if isinstance(m, catalogue.Mistake) and not m.graded_at][:2]
-    for k, mistake in enumerate(mistakes):
-        kinds[f"mistake {k + 1}"] = student_notebook(unit, {**answers(unit), mistake.answer: mistake.code})
-    return kinds
-
-
 def _write_class(root: Path) -> dict[tuple[str, str], str]:
     """20 learners, each handing in units 01 and 05; which kind of notebook each one is."""
     handed_in = {}
     for unit in UNITS:
-        kinds = _kinds(unit)
+        kinds = graded.kinds(unit)
         names = sorted(kinds)
         for n, student in enumerate(STUDENTS):
             kind = names[(n + len(handed_in)) % len(names)]
@@ -168,20 +156,6 @@ def _write_class(root: Path) -> dict[tuple[str, str], str]:
             nbformat.write(kinds[kind], path)
             handed_in[(student, unit)] = kind
     return handed_in
-
-
-def _one_machine_scores(tmp: Path) -> dict[tuple[str, str], float]:
-    """What one machine gives each kind of notebook of each unit: one learner per kind, graded by
-    `python -m grader grade` with the course's own SQLite gradebook."""
-    for unit in UNITS:
-        for kind, nb in _kinds(unit).items():
-            path = tmp / "submitted" / kind.replace(" ", "-") / unit / f"{unit}.ipynb"
-            path.parent.mkdir(parents=True, exist_ok=True)
-            nbformat.write(nb, path)
-    out = subprocess.run([sys.executable, "-m", "grader", "grade", str(tmp / "submitted"), "--json", "--workers", "2"],
-                         capture_output=True, text=True, timeout=900, cwd=course.ROOT)
-    assert out.returncode == 0, out.stderr[-3000:]
-    return {(r["student"].replace("-", " "), r["unit"]): r["score"] for r in json.loads(out.stdout)}
 
 
 def _stored(root: Path) -> dict[tuple[str, str], float]:
@@ -212,13 +186,15 @@ def test_the_docs_show_the_script_the_cluster_runs():
 
 
 def test_a_job_array_grades_the_class_once_into_one_gradebook_and_survives_a_cancelled_task(
-        cluster, postgres_database, tmp_path):
+        cluster, postgres_database, tmp_path, course_graded):
     from nbgrader.api import Gradebook
 
     root = tmp_path / "class"
     handed_in = _write_class(root)
     assert len(handed_in) == 40
-    expected = _one_machine_scores(tmp_path / "one-machine")
+    # What one machine gives each kind of notebook: `python -m grader grade` with its own SQLite
+    # gradebook, on one learner per kind (tests/graded.py).
+    expected = {(kind, unit): course_graded.score(kind, unit) for unit in UNITS for kind in graded.kinds(unit)}
     assert len(set(expected.values())) >= 3, expected   # full, zero and partial marks are all in the class
     course_dir = _course_dir(tmp_path)
 
