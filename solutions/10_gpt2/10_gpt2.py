@@ -37,7 +37,7 @@
 # grader, the cell that loads GPT-2 says so in one line and everything below runs on a **small
 # GPT-2 with random weights** in the same format: every equality holds, but what it says and where
 # it looks mean nothing. The exercises never need the download. With GPT-2 small the notebook
-# takes a few minutes on a laptop CPU.
+# takes about a minute and a half on a two-core laptop CPU.
 
 # %% nbgrader={"grade": false, "grade_id": "install_course", "locked": true, "schema_version": 3, "solution": false, "task": false}
 # The self-checks come with the course's package. On a hosted notebook (Colab, a JupyterHub image)
@@ -862,8 +862,8 @@ print(f"a model that knows nothing (every token as likely): {gpt_cfg.vocab_size:
 # %% [markdown]
 # With GPT-2's weights the paragraph should be far less surprising than its shuffled words, and
 # both far below the vocabulary's 50,257: even shuffled, the words are real words whose pieces
-# follow each other. With random weights all three are close to the vocabulary's size: the model
-# has learned nothing to be surprised by.
+# follow each other. With random weights both come out near the vocabulary's size, or above it
+# (random logits can do worse than an even guess): the model has learned nothing.
 #
 # ## 5. Induction heads: copying what came next last time
 #
