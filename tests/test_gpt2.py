@@ -73,12 +73,26 @@ def test_gpt2_files_says_in_one_line_what_is_missing_under_the_grader(monkeypatc
     assert len(capsys.readouterr().out.strip().splitlines()) == 1
 
 
-def test_gpt2_files_offline_says_so_without_waiting(monkeypatch, capsys, tmp_path):
+def test_gpt2_files_offline_says_so_without_waiting(monkeypatch, capsys):
+    import huggingface_hub
+
+    def not_cached(*args, local_files_only=False, **kwargs):
+        assert local_files_only, "an offline run must not try to download"
+        raise FileNotFoundError("not in the cache")            # as on a machine that never downloaded GPT-2
+
     monkeypatch.delenv("NBGRADER_EXECUTION", raising=False)
     monkeypatch.delenv(gpt2.RANDOM_STAND_IN, raising=False)
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    monkeypatch.setenv("HF_HOME", str(tmp_path))           # an empty cache
+    monkeypatch.setattr(huggingface_hub, "hf_hub_download", not_cached)
     monkeypatch.setattr(gpt2, "_reachable", lambda *a, **k: pytest.fail("an offline run must not try the network"))
     assert gpt2.gpt2_files() is None
     out = capsys.readouterr().out.strip().splitlines()
     assert len(out) == 1 and gpt2.DOWNLOAD in out[0], out
+
+
+def test_the_stand_in_tokenizer_makes_a_token_per_word_and_gives_the_text_back():
+    tokenizer = gpt2.WordTokenizer(gpt2.GPT2_SMALL["vocab_size"])
+    text = "The cache, in every layer, keeps keys.\n\nThen values."
+    ids = tokenizer.encode(text)
+    assert all(0 <= i < gpt2.GPT2_SMALL["vocab_size"] for i in ids)
+    assert len(ids) == 14 and tokenizer.decode(ids) == text
