@@ -94,6 +94,12 @@ def induction_scores(weights, period):
     queries = torch.arange(period, weights.shape[-1])
     return weights[..., queries - period + 1, queries].mean(dim=-1)
 """, "the query is the second-to-last dimension"),
+    Mistake("induction_scores averages over the layers instead of the queries",
+            IND, """
+def induction_scores(weights, period):
+    queries = torch.arange(period, weights.shape[-1])
+    return weights[..., queries, queries - period + 1].mean(dim=0)
+""", "you averaged over the layers"),
 
     Mistake("first_token_share averages over every query",
             SINK, "def first_token_share(weights):\n    return weights[..., 0].mean(dim=-1)\n",
@@ -110,6 +116,9 @@ def induction_scores(weights, period):
     Mistake("first_token_share counts the first four keys",
             SINK, "def first_token_share(weights):\n    return weights[..., 4:, :4].sum(dim=-1).mean(dim=-1)\n",
             "the first four keys together"),
+    Mistake("first_token_share averages over the layers instead of the queries",
+            SINK, "def first_token_share(weights):\n    return weights[..., 4:, 0].mean(dim=0)\n",
+            "you averaged over the layers"),
 ]
 
 ALTERNATIVES = [
