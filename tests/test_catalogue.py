@@ -58,8 +58,14 @@ def selfcheck_messages(unit: str, answer: str, namespace: dict) -> list[str]:
     return messages
 
 
-@pytest.mark.parametrize("unit,entry", [e for e in ENTRIES if isinstance(e[1], catalogue.Mistake)],
-                         ids=lambda v: getattr(v, "name", v))
+def _by_unit(kind: type) -> list:
+    """The entries of one kind, each marked with its unit's xdist group: a unit's entries run on one
+    worker, which runs the unit's reference solution once for them (reference_namespace)."""
+    return [pytest.param(unit, entry, marks=pytest.mark.xdist_group(f"catalogue-{unit}"))
+            for unit, entry in ENTRIES if isinstance(entry, kind)]
+
+
+@pytest.mark.parametrize("unit,entry", _by_unit(catalogue.Mistake), ids=lambda v: getattr(v, "name", v))
 def test_mistake_loses_points_with_its_message(unit, entry, capsys):
     namespace = _with(unit, entry.code, entry.answer, entry.graded_at)
     graded_at = entry.graded_at or entry.answer
@@ -71,15 +77,15 @@ def test_mistake_loses_points_with_its_message(unit, entry, capsys):
         assert any(entry.message in m for m in found), f"{entry.name}: self-check does not name it; got {found}"
 
 
-@pytest.mark.parametrize("unit,entry", [e for e in ENTRIES if isinstance(e[1], catalogue.Alternative)],
-                         ids=lambda v: getattr(v, "name", v))
+@pytest.mark.parametrize("unit,entry", _by_unit(catalogue.Alternative), ids=lambda v: getattr(v, "name", v))
 def test_alternative_keeps_full_marks(unit, entry, capsys):
     namespace = _with(unit, entry.code)
     assert hidden_messages(unit, entry.answer, namespace) == []
     assert selfcheck_messages(unit, entry.answer, namespace) == []
 
 
-@pytest.mark.parametrize("unit", sorted({unit for unit, _ in ENTRIES}))
+@pytest.mark.parametrize("unit", [pytest.param(unit, marks=pytest.mark.xdist_group(f"catalogue-{unit}"))
+                                  for unit in sorted({unit for unit, _ in ENTRIES})])
 def test_a_catalogued_mistake_gets_its_message_in_chinese(unit, monkeypatch):
     """The Chinese edition's hidden checks name a catalogued mistake with the translation of
     its English message (the first mistake of the unit whose message is a plain string)."""
