@@ -410,9 +410,9 @@ def rolling_logits(model, idx, window, keep=(), rolling=None):
 #
 # OpenAI released GPT-2 in four sizes (Radford et al., 2019). The smallest reads a vocabulary of
 # 50,257 byte-level BPE tokens, looks at most 1,024 tokens back, and has 12 blocks of width 768
-# with 12 heads of 64 features each. Its query, key and value projections have biases. It was
-# trained without dropout at this stage of its life, and its output head shares the token
-# embedding's matrix, as in unit 08's section on weight tying.
+# with 12 heads of 64 features each. Its query, key and value projections have biases, and its
+# output head shares the token embedding's matrix, as in unit 08's section on weight tying.
+# Dropout is 0 here: this unit only runs the model, it never trains it.
 
 # %%
 GPT2_CONFIG = GPTConfig(vocab_size=50257, context_length=1024, emb_dim=768, num_heads=12, num_layers=12,
@@ -875,8 +875,8 @@ print(f"a model that knows nothing (every token as likely): {gpt_cfg.vocab_size:
 # it, so that the next layers can copy it. Large language models have a general form of this,
 # the **induction head** (Elhage et al., 2021; Olsson et al., 2022): at a token `A`, look for an
 # earlier `A`, and attend to the token that **followed** it, `B`, so the model can predict `B`
-# again. "... Mr Dursley ... Mr" → "Dursley". Olsson et al. (2022) found such heads in every
-# model they studied, and tied them to the model's ability to learn from its context; in GPT-2
+# again. "... Mr Dursley ... Mr" → "Dursley". Olsson et al. (2022) found such heads across the
+# models they studied, and tied them to the model's ability to learn from its context; in GPT-2
 # small, Wang et al. (2022, "Interpretability in the wild") name heads 5.5 and 6.9 (layer.head,
 # counted from 0) among its induction heads. Those are the published findings your run is
 # compared with below.
