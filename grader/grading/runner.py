@@ -12,7 +12,8 @@ cells that finished keep their outputs, and records in timing.json where the tim
 When anything fails before the notebook's first cell runs (the kernel cannot start, dies
 before it answers or while it imports WARM, the notebook never arrives), no learner code has
 run: the runner prints why on one line and exits with STARTUP_FAILED, and the grader tries
-again rather than blame the notebook. PROCESSES, unless 0, is the process limit this runner
+again rather than blame the notebook. A runner killed before then (it never printed
+FIRST_CELL) is the machine's failure too. PROCESSES, unless 0, is the process limit this runner
 sets on itself first (see grader.grading.sandbox).
 
 Only the standard library and jupyter_client are imported before the kernel is launched.
@@ -30,6 +31,10 @@ from pathlib import Path
 from ..checks.i18n import say
 
 STARTUP_FAILED = 75   # EX_TEMPFAIL: the sandbox failed before any learner code ran; try again
+# Printed on the runner's log just before the notebook's first cell. The grader reads the log as
+# it comes, so once this has passed, learner code cannot take it back; a runner that ends
+# without it (killed by a machine short of processes, say) ran no learner code.
+FIRST_CELL = b"grader runner: the notebook's first cell starts"
 
 
 def capped_notice(output_bytes: int) -> str:
@@ -135,6 +140,7 @@ def _execute(client, kernel: int, marks: dict, out: str) -> None:
 
     nb, cells = client.nb, []
     _save(nb, out)  # a notebook killed in its first cell still comes back, unrun
+    os.write(1, FIRST_CELL + b"\n")
     for index, cell in enumerate(nb.cells):
         if cell.cell_type != "code":
             continue

@@ -42,7 +42,7 @@ import nbformat
 
 from ..checks import i18n
 from ..checks.i18n import say
-from .runner import STARTUP_FAILED, capped_notice
+from .runner import FIRST_CELL, STARTUP_FAILED, capped_notice
 from .settings import Limits, MiB
 
 NOBODY = 65534
@@ -366,8 +366,8 @@ class Sandbox:
     def run(self, notebook) -> Outcome:
         """Hand `notebook` to the waiting runner and watch it until it ends or breaks a limit.
         Every file the grader wrote into the scratch folder is there before any learner code runs.
-        A runner that ended before it got the notebook, or says that it failed before the
-        notebook's first cell, gives an outcome that is not `started`."""
+        A runner that ended before it got the notebook, or before it said that the notebook's
+        first cell starts, gives an outcome that is not `started`: the machine failed, not the notebook."""
         if self.proc.poll() is not None:   # it never saw the notebook
             _stop(self.proc)
             self.log.join(timeout=5)
@@ -380,8 +380,8 @@ class Sandbox:
         os.replace(part, self.src)   # the runner waits for this name: the notebook arrives whole
         start = time.monotonic()
         problem = _watch(self.proc, self.log, self.workdir, self.limits, start)
-        if self.proc.returncode == STARTUP_FAILED:
-            return Outcome(None, self._startup_failure(), time.monotonic() - start, started=False)
+        if self.proc.returncode == STARTUP_FAILED or not self.log.first_cell:   # no learner code ran
+            return Outcome(None, self._startup_failure(problem), time.monotonic() - start, started=False)
         out = self.workdir / "executed.ipynb"
         try:  # learner code may have replaced it: read it as the runner would have written it
             text = read_scratch(out, self.limits.executed_bytes).decode("utf-8")
@@ -393,12 +393,12 @@ class Sandbox:
             problem = text.decode(errors="replace")[:300]
         return Outcome(executed, problem, time.monotonic() - start, Timing.read(self.workdir, self.started))
 
-    def _startup_failure(self) -> str:
+    def _startup_failure(self, problem: str | None = None) -> str:
         """Why the sandbox failed before the notebook's first cell: the runner's (or bubblewrap's)
-        last line. For the instructor, in English: the learner never reads it."""
+        last line, else the limit it broke. For the instructor, in English: the learner never reads it."""
         last = self.log.tail.decode(errors="replace").strip().splitlines()[-1:] or [""]
         return f"the sandbox failed before the notebook's first cell ran (exit code {self.proc.returncode}): " \
-               f"{last[0][:300]}"
+               f"{(last[0] or problem or '')[:300]}"
 
     def close(self) -> None:
         """Stop the sandbox and everything in it (a no-op once `run` has)."""
@@ -457,16 +457,18 @@ def _stop(proc: subprocess.Popen) -> None:
 
 class _Log(threading.Thread):
     """Reads the runner's own log as it comes (so the runner never blocks on a full pipe),
-    keeping only its last bytes: learner code can flood it."""
+    keeping only its last bytes (learner code can flood it), and whether the runner said that
+    the notebook's first cell starts (runner.FIRST_CELL)."""
 
     def __init__(self, stream):
         super().__init__(daemon=True)
-        self.stream, self.tail = stream, bytearray()
+        self.stream, self.tail, self.first_cell = stream, bytearray(), False
         self.start()
 
     def run(self) -> None:
-        for chunk in iter(lambda: self.stream.read(65536), b""):
-            self.tail.extend(chunk)
+        for chunk in iter(lambda: self.stream.read1(65536), b""):
+            self.tail.extend(chunk)   # a line split between two reads is whole here
+            self.first_cell = self.first_cell or FIRST_CELL in self.tail
             del self.tail[:-4096]
 
 
