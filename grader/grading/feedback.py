@@ -13,9 +13,10 @@ import html
 from pathlib import Path
 
 import nbformat
-from jinja2 import pass_context
+from jinja2 import DictLoader, pass_context
 from nbconvert.exporters import HTMLExporter
 from nbconvert.filters.markdown_mistune import IPythonRenderer, MarkdownWithMath
+from traitlets import default
 
 from .. import course
 from ..checks import i18n
@@ -99,17 +100,9 @@ class FeedbackExporter(HTMLExporter):
         )
         return MarkdownWithMath(renderer=renderer).render(source)
 
-    def from_notebook_node(self, nb, resources=None, **kw):
-        """The page, less MathJax (nothing is left for it, and it would load from the network),
-        with the wrapping rule in its head."""
-        from bs4 import BeautifulSoup
-
-        text, resources = super().from_notebook_node(nb, resources, **kw)
-        page = BeautifulSoup(text, features="html.parser")
-        for script in page.find_all("script"):
-            if "mathjax" in (script.get("src") or "").lower() or "mathjax" in (script.get("type") or ""):
-                script.decompose()
-        style = page.new_tag("style")
-        style.string = WRAPPING
-        (page.head or page).append(style)
-        return str(page), resources
+    @default("extra_loaders")
+    def _without_mathjax(self):
+        """Where nbgrader's page loads MathJax (`{{ mathjax() }}` in its head), the wrapping rule
+        instead: nothing is left for MathJax, which would load from the network."""
+        return [DictLoader({"mathjax.html.j2": "{%- macro mathjax(url=None) -%}<style>" + WRAPPING + "</style>"
+                                               "{%- endmacro %}"})]
