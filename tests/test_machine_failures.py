@@ -123,7 +123,7 @@ def test_a_runner_killed_before_the_first_cell_is_the_machines_failure_not_the_l
     limits = replace(LIMITS, processes=FAR_TOO_FEW, startup_tries=1)
     result = grade.grade_notebook(_submit(tmp_path), UNIT, limits, student="ann")
     assert result.error is None and result.score == 0 and result.regrade, result.problems()
-    assert BEFORE_FIRST_CELL in result.regrade and "exit code 134" in result.regrade, result.regrade
+    assert BEFORE_FIRST_CELL in result.regrade, result.regrade   # here: "(exit code 134): Resource temporarily …"
 
 
 def test_a_correct_notebook_on_a_machine_under_heavy_load_gets_full_marks(tmp_path, starts):
