@@ -1,0 +1,111 @@
+"""nbgrader's collect through the class's exchange (grader/classroom/exchange.py) takes only what
+the learner named by an inbound entry made: `nbgrader collect`, the real command, over an inbound/
+where learners have left what a hostile learner can leave there (an entry in another's name, a
+name that is no time, a link to the instructor's answers or to /dev/urandom, a FIFO, another's
+file, a file over the limit, a timestamp.txt that is no time). Everyone else is collected.
+
+The entries belong to the machine's own system accounts (daemon, lp, games, nobody), so the test
+needs root, to give them away (CI runs as root), but makes no account."""
+from __future__ import annotations
+
+import json
+import os
+import pwd
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from grader import course
+from grader.classroom import hub
+
+UNIT = "01_dot_product"
+EARLY, LATE = "2026-11-01 10:00:00.000000 UTC", "2026-11-02 10:00:00.000000 UTC"
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="gives files to other accounts: needs root")
+
+
+def _account(name: str) -> int:
+    try:
+        return pwd.getpwnam(name).pw_uid
+    except KeyError:
+        pytest.skip(f"this machine has no account {name}")
+
+
+def _entry(inbound: Path, owner: str, student: str, stamp: str, files: dict[str, str | None] | None = None) -> Path:
+    """An inbound entry as `owner` would leave it, claiming to be `student`'s; a file whose text is
+    None is left for the caller to make."""
+    entry = inbound / f"{student}+{UNIT}+{stamp}+{os.urandom(4).hex()}"
+    entry.mkdir()
+    files = {f"{UNIT}.ipynb": _notebook(f"by {owner}"), "timestamp.txt": stamp, **(files or {})}
+    for name, text in files.items():
+        if text is not None:
+            (entry / name).write_text(text)
+    for path in (entry, *entry.iterdir()):
+        os.lchown(path, _account(owner), -1)
+    return entry
+
+
+def _notebook(text: str) -> str:
+    return nbformat.writes(nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell(text)]))
+
+
+def _collected(course_folder: Path, student: str) -> Path:
+    return course_folder / "submitted" / student / UNIT
+
+
+def test_collect_takes_only_what_each_learner_made_and_goes_on_for_everyone_else(tmp_path):
+    exchange = tmp_path / "exchange"
+    inbound = exchange / course.COURSE_ID / "inbound"
+    inbound.mkdir(parents=True)
+    answers = tmp_path / "solutions.ipynb"   # stands for the instructor's answers, readable by the collector
+    answers.write_text(_notebook("THE ANSWERS"))
+    folder = tmp_path / "course"
+    folder.mkdir()
+    (folder / "nbgrader_config.py").write_text(
+        "c = get_config()  # noqa: F821\n"
+        f"load_subconfig({str(hub.HUB / 'learner' / 'nbgrader_config.py')!r})  # noqa: F821\n"
+        f"c.CourseDirectory.root = {str(folder)!r}\n"
+        f"c.Exchange.root = {str(exchange)!r}\n"
+        "c.CourseDirectory.max_file_size = 100   # kB\n")
+
+    _entry(inbound, "daemon", "daemon", EARLY)                        # an honest learner
+    _entry(inbound, "nobody", "nobody", EARLY)                        # another, whom daemon impersonates later
+    _entry(inbound, "daemon", "nobody", LATE)
+    (inbound / f"zz+{UNIT}+not-a-date+x").mkdir()                     # stopped nbgrader's collect for everyone
+    (inbound / f"ghost+{UNIT}+{EARLY}+x").mkdir()                     # no such account
+    links = _entry(inbound, "lp", "lp", EARLY, {f"{UNIT}.ipynb": None, "random.bin": None, "fifo": None,
+                                                 "big.txt": "x" * 200_000, "theirs.txt": "planted",
+                                                 "timestamp.txt": "not a time"})
+    (links / f"{UNIT}.ipynb").symlink_to(answers)
+    (links / "random.bin").symlink_to("/dev/urandom")
+    os.mkfifo(links / "fifo")
+    (links / "sub").symlink_to(tmp_path)
+    for path in links.iterdir():
+        os.lchown(path, _account("lp"), -1)
+    os.chown(links / "theirs.txt", _account("games"), -1)
+
+    path = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])   # nbgrader runs alembic
+    done = subprocess.run([sys.executable, "-m", "nbgrader", "collect", UNIT, "--update"], cwd=folder,
+                          env={**os.environ, "PATH": path}, capture_output=True, text=True, timeout=300)
+    log = done.stdout + done.stderr
+    assert done.returncode == 0, log[-3000:]
+
+    assert "by daemon" in (_collected(folder, "daemon") / f"{UNIT}.ipynb").read_text()
+    nobody = _collected(folder, "nobody")   # their own earlier submission, not daemon's later one in their name
+    assert "by nobody" in (nobody / f"{UNIT}.ipynb").read_text()
+    assert (nobody / "timestamp.txt").read_text() == EARLY
+    assert "it claims to be nobody's but belongs to daemon" in log
+    assert "not-a-date' is not a time" in log and "there is no account 'ghost'" in log
+
+    taken = _collected(folder, "lp")
+    assert sorted(p.name for p in taken.iterdir()) == ["timestamp.txt"], log[-3000:]
+    assert (taken / "timestamp.txt").read_text() == EARLY   # the time its name gives, which collect checked
+    for name, why in ((f"{UNIT}.ipynb", "a symbolic link"), ("random.bin", "a symbolic link"),
+                      ("sub", "a symbolic link"), ("fifo", "not a regular file"),
+                      ("big.txt", "larger than the limit"), ("theirs.txt", "belongs to games")):
+        assert any(name in line and why in line for line in log.splitlines()), (name, why, log[-3000:])
+    assert "THE ANSWERS" not in json.dumps([p.read_text(errors="replace") for p in folder.rglob("*") if p.is_file()])
+    assert not (folder / "submitted" / "ghost").exists() and not (folder / "submitted" / "zz").exists()
