@@ -12,7 +12,8 @@ from bs4 import BeautifulSoup
 from nbconvert.filters.markdown_mistune import IPythonRenderer, MarkdownWithMath
 
 from grader import course
-from grader.grading.feedback import FeedbackExporter, mathml
+from grader.grading.feedback import FeedbackExporter
+from grader.grading.safe_html import mathml
 
 ROOT = Path(__file__).resolve().parent.parent
 CHROMIUM = os.environ.get("CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")

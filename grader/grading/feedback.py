@@ -4,30 +4,24 @@ The report is a page a learner opens wherever they are: in JupyterLab's HTML vie
 no script unless trusted), in a browser tab from their server, or from disk, and often offline.
 So FeedbackExporter, the exporter nbgrader_config.py gives generate_feedback, writes the maths as
 MathML, which browsers draw themselves, instead of leaving TeX for MathJax from a CDN, and lets
-long output lines wrap, so that the line naming a mistake is read whole.
+long output lines wrap, so that the line naming a mistake is read whole. It runs no script of the
+learner's: the page may be opened by the instructor too, as themselves (grader/grading/safe_html.py).
 """
 from __future__ import annotations
 
 import copy
-import html
 from pathlib import Path
 
 import nbformat
-from jinja2 import DictLoader, pass_context
+from jinja2 import FileSystemLoader, pass_context
 from nbconvert.exporters import HTMLExporter
-from nbconvert.filters.markdown_mistune import IPythonRenderer, MarkdownWithMath
 from traitlets import default
 
 from .. import course
 from ..checks import i18n
 from ..checks.i18n import say
+from . import safe_html
 from .results import NotebookResult
-
-# Outputs wrap at the page's edge (nbgrader's page keeps each output line on one line, behind a
-# scroll bar): at spaces where it can, anywhere in a long word.
-WRAPPING = """
-div.output_area pre { white-space: pre-wrap; word-break: normal; overflow-wrap: anywhere; }
-"""
 
 
 class Feedback:
@@ -59,50 +53,23 @@ def _rejected_copy(result: NotebookResult, path: Path) -> None:
     nbformat.write(nb, path)
 
 
-def mathml(tex: str, display: bool) -> str:
-    """TeX maths as a MathML element; the TeX itself, shown as code, if it cannot be converted."""
-    from latex2mathml.converter import convert
-
-    try:
-        return convert(tex, display="block" if display else "inline")
-    except Exception:  # latex2mathml raises many kinds; the learner still reads the TeX
-        return f"<code>{html.escape(tex)}</code>"
-
-
-class MathMLRenderer(IPythonRenderer):
-    """nbconvert's Markdown renderer, with $…$, $$…$$ and \\begin{…} environments as MathML."""
-
-    def inline_math(self, body: str) -> str:
-        return mathml(body, display=False)
-
-    def block_math(self, body: str) -> str:
-        return mathml(body, display=True)
-
-    def latex_environment(self, name: str, body: str) -> str:
-        return mathml(f"\\begin{{{name}}}{body}\\end{{{name}}}", display=True)
-
-
 class FeedbackExporter(HTMLExporter):
-    """The HTML exporter of nbgrader's feedback, with maths as MathML and wrapping outputs (see the module)."""
+    """The HTML exporter of nbgrader's feedback: learner HTML cleaned, maths as MathML and
+    wrapping outputs (see the module and grader/grading/safe_html.py)."""
 
-    @pass_context
-    def markdown2html(self, context, source: str) -> str:
-        """HTMLExporter.markdown2html with MathMLRenderer for its renderer."""
-        cell = context.get("cell", {})
-        renderer = MathMLRenderer(
-            escape=False,
-            attachments=cell.get("attachments", {}),
-            embed_images=self.embed_images,
-            path=context.get("resources", {}).get("metadata", {}).get("path", ""),
-            anchor_link_text=self.anchor_link_text,
-            exclude_anchor_links=self.exclude_anchor_links,
-            **self.lexer_options,
-        )
-        return MarkdownWithMath(renderer=renderer).render(source)
+    @default("sanitize_html")
+    def _sanitized(self):
+        return True
 
     @default("extra_loaders")
     def _without_mathjax(self):
-        """Where nbgrader's page loads MathJax (`{{ mathjax() }}` in its head), the wrapping rule
-        instead: nothing is left for MathJax, which would load from the network."""
-        return [DictLoader({"mathjax.html.j2": "{%- macro mathjax(url=None) -%}<style>" + WRAPPING + "</style>"
-                                               "{%- endmacro %}"})]
+        """Found before nbconvert's own templates: mathjax.html.j2, which loads no MathJax."""
+        return [FileSystemLoader(safe_html.TEMPLATES)]
+
+    @pass_context
+    def markdown2html(self, context, source: str) -> str:
+        """HTMLExporter.markdown2html, cleaned and with its maths as MathML."""
+        return safe_html.render_markdown(
+            source, context.get("cell", {}), context.get("resources", {}).get("metadata", {}).get("path", ""),
+            embed_images=self.embed_images, anchor_link_text=self.anchor_link_text,
+            exclude_anchor_links=self.exclude_anchor_links, **self.lexer_options)

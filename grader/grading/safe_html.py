@@ -1,0 +1,83 @@
+"""Learner notebooks as HTML that runs no learner script, for every page an instructor or a learner
+opens from the grader: nbgrader's feedback pages (grader/grading/feedback.py) and Formgrader's
+views of a submission (hub/instructor/jupyter_server_config.py).
+
+A learner writes the markdown and, through their code, the outputs of the notebook the instructor
+then views as themselves: `<img onerror=…>`, `<svg onload=…>`, `<script>` or a `javascript:` link
+there would run with the instructor's account. So, with nbconvert's own means:
+- outputs go through nbconvert's `HTMLExporter.sanitize_html` (bleach on HTML and markdown
+  outputs; JavaScript and widget outputs dropped; SVG shown as an image, whose scripts never run);
+- markdown cells, which nbgrader's Formgrader and feedback templates render raw, are rendered by
+  `markdown2html` below: nbconvert's renderer with harmful link protocols refused, TeX as MathML,
+  and the result cleaned by bleach with nbconvert's list of tags plus what the course's own cells
+  use (`<details>`, MathML). Formgrader still loads MathJax for what TeX is left, with its Safe
+  extension (no `javascript:` in `\\href`); feedback pages load none (`TEMPLATES`).
+"""
+from __future__ import annotations
+
+import html
+from pathlib import Path
+
+import bleach
+from jinja2 import pass_context
+from nbconvert.filters.markdown_mistune import IPythonRenderer, MarkdownWithMath
+
+TEMPLATES = Path(__file__).resolve().parent / "templates"   # mathjax.html.j2: no MathJax; outputs wrap
+
+_MATHML = ("math", "semantics", "annotation", "mrow", "mi", "mn", "mo", "ms", "mtext", "mspace", "msub", "msup",
+           "msubsup", "mfrac", "msqrt", "mroot", "mover", "munder", "munderover", "mtable", "mtr", "mtd", "mstyle",
+           "mpadded", "mphantom", "menclose", "merror", "mfenced", "mmultiscripts", "mprescripts", "none")
+_MATHML_ATTRIBUTES = ["xmlns", "display", "mathvariant", "mathsize", "stretchy", "fence", "separator", "separators",
+                      "accent", "accentunder", "columnalign", "columnlines", "columnspacing", "rowalign", "rowlines",
+                      "rowspacing", "frame", "width", "height", "depth", "lspace", "rspace", "displaystyle",
+                      "scriptlevel", "linethickness", "open", "close", "notation", "minsize", "maxsize",
+                      "movablelimits", "form", "largeop", "symmetric", "encoding"]
+TAGS = frozenset({*bleach.ALLOWED_TAGS, "p", "div", "span", "pre", "code", "br", "hr", "img", "h1", "h2", "h3", "h4",
+                  "h5", "h6", "table", "thead", "tbody", "tr", "th", "td", "del", "sup", "sub", "dl", "dt", "dd",
+                  "kbd", "details", "summary", *_MATHML})
+ATTRIBUTES = {**bleach.ALLOWED_ATTRIBUTES, "*": ["class", "id", "title"], "img": ["src", "alt", "title", "width",
+              "height"], "th": ["align", "colspan", "rowspan"], "td": ["align", "colspan", "rowspan"],
+              "ol": ["start"], **{tag: _MATHML_ATTRIBUTES for tag in _MATHML}}
+
+
+def clean(page_part: str) -> str:
+    """HTML with only the tags and attributes above, and links only to http(s), mailto and the page
+    itself; anything else is shown as text."""
+    return bleach.clean(page_part, tags=TAGS, attributes=ATTRIBUTES, protocols={"http", "https", "mailto"})
+
+
+def mathml(tex: str, display: bool) -> str:
+    """TeX maths as a MathML element; the TeX itself, shown as code, if it cannot be converted."""
+    from latex2mathml.converter import convert
+
+    try:
+        return convert(tex, display="block" if display else "inline")
+    except Exception:  # latex2mathml raises many kinds; the reader still sees the TeX
+        return f"<code>{html.escape(tex)}</code>"
+
+
+class MathMLRenderer(IPythonRenderer):
+    """nbconvert's Markdown renderer, with $…$, $$…$$ and \\begin{…} environments as MathML."""
+
+    def inline_math(self, body: str) -> str:
+        return mathml(body, display=False)
+
+    def block_math(self, body: str) -> str:
+        return mathml(body, display=True)
+
+    def latex_environment(self, name: str, body: str) -> str:
+        return mathml(f"\\begin{{{name}}}{body}\\end{{{name}}}", display=True)
+
+
+def render_markdown(source: str, cell: dict, path: str = "", **options) -> str:
+    """A markdown cell as cleaned HTML (see the module); `options` go to nbconvert's renderer."""
+    renderer = MathMLRenderer(escape=False, allow_harmful_protocols=False, attachments=cell.get("attachments", {}),
+                              path=path, **options)
+    return clean(MarkdownWithMath(renderer=renderer).render(source))
+
+
+@pass_context
+def markdown2html(context, source: str) -> str:
+    """The `markdown2html` filter of Formgrader's HTMLExporter (`HTMLExporter.filters`)."""
+    path = context.get("resources", {}).get("metadata", {}).get("path", "")
+    return render_markdown(source, context.get("cell", {}), path)
