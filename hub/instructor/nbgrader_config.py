@@ -2,8 +2,12 @@
 `./course hub add --instructor` made (its gradebook is what Formgrader shows)."""
 import os
 
+from grader.grading.unsandboxed import OnlyCourseNotebooks
+
 c = get_config()  # noqa: F821 (provided by traitlets when it loads this file)
 c.CourseDirectory.root = os.path.expanduser("~/attention-course")
-# Formgrader's Autograde button, and `nbgrader autograde`, would run learners' code as the
-# instructor, unsandboxed: refused with what to run instead (see grader/grading/unsandboxed.py).
+# Formgrader's Autograde button, `nbgrader autograde`, the Validate button and `nbgrader validate`
+# would run learners' code as the instructor, unsandboxed: refused with what to run instead (see
+# grader/grading/unsandboxed.py). Validate still runs the course's own notebooks.
 c.Autograde.exporter_class = "grader.grading.unsandboxed.RefuseUnsandboxed"
+c.Execute.on_notebook_start = OnlyCourseNotebooks()
