@@ -1,6 +1,7 @@
 """The class hub's checks, before anything is installed or started: `./course hub` as an ordinary
 account, or with a Python other accounts cannot run, stops at once with what to do (it would
-otherwise install for minutes first); the exchange's course folder made by anyone but root or an
+otherwise install for minutes first), as does a .venv made from such a Python, named for
+deletion; the exchange's course folder made by anyone but root or an
 instructor (as a learner could under an exchange writable by all) stops the hub with its owner named.
 
 Needs root (to act as another account); skipped otherwise."""
@@ -58,6 +59,38 @@ def test_a_python_other_accounts_cannot_run_is_named_before_anything_is_installe
     assert done.returncode == 2, done.stdout + done.stderr
     assert f"other accounts cannot run {private / 'python3'}" in done.stderr
     assert not (script.parent / ".venv").exists()
+
+
+def test_python3_is_resolved_on_roots_path_before_hub_add_installs_anything(open_folder, tmp_path):
+    """`./course hub add` without PYTHON: python3 as root's PATH finds it (pyenv's, under a private
+    /root, say), not as another account's PATH would."""
+    script = _course_script(open_folder)
+    private = tmp_path / "private"
+    private.mkdir(mode=0o700)
+    (private / "python3").symlink_to(os.path.realpath(sys.executable))
+    env = {key: value for key, value in os.environ.items() if key != "PYTHON"}
+    done = subprocess.run([str(script), "hub", "add", "someone"], capture_output=True, text=True, timeout=60,
+                          env={**env, "PATH": f"{private}:{env.get('PATH', '/usr/bin:/bin')}"})
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert f"other accounts cannot run {private / 'python3'}" in done.stderr
+    assert "PYTHON=/usr/bin/python3" in done.stderr
+    assert not (script.parent / ".venv").exists()
+
+
+def test_a_venv_made_from_a_python_other_accounts_cannot_run_is_named_for_deletion(open_folder, tmp_path):
+    script = _course_script(open_folder)
+    private = tmp_path / "private"
+    private.mkdir(mode=0o700)
+    (private / "python3").symlink_to(os.path.realpath(sys.executable))
+    venv = script.parent / ".venv"
+    (venv / "bin").mkdir(parents=True)
+    (venv / "bin" / "python").symlink_to(private / "python3")
+    (venv / "pyvenv.cfg").write_text(f"home = {private}\nexecutable = {private / 'python3'}\n")
+    done = subprocess.run([str(script), "hub"], capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "PYTHON": "/usr/bin/python3"})
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert f"{venv} was made from {private / 'python3'}" in done.stderr and f"rm -rf {venv}" in done.stderr
+    assert sorted(path.name for path in venv.iterdir()) == ["bin", "pyvenv.cfg"]   # nothing installed
 
 
 def test_a_course_folder_in_the_exchange_made_by_another_account_stops_the_hub(tmp_path):
