@@ -38,6 +38,16 @@ c.PAMAuthenticator.allowed_groups = {hub.LEARNERS, hub.INSTRUCTORS}
 c.PAMAuthenticator.admin_groups = {hub.INSTRUCTORS}
 c.PAMAuthenticator.open_sessions = False   # no login session per server: nothing to clean up after
 
+# One origin serves every server of the class (no user subdomains: see docs/instructors.md), so a
+# page one user's server serves could act, in another user's browser, on that user's server.
+# JupyterHub's cookies are per server and its XSRF rules refuse cross-user API calls; two settings
+# close what is left. A server loads no Jupyter configuration from its user's home (a learner's own
+# config could make their server serve a page without login), and a WebSocket, which no XSRF rule
+# protects, needs the server's token, not the browser's cookie (JupyterLab sends the token:
+# hub/learner/labconfig/page_config.json).
+c.Spawner.disable_user_config = True
+c.Spawner.environment = {"JUPYTERHUB_ALLOW_WEBSOCKET_COOKIE_AUTH": "0"}
+
 c.Spawner.default_url = "/lab"
 c.Spawner.notebook_dir = "~"
 c.Spawner.http_timeout = 120   # a first start on a busy machine imports JupyterLab and nbgrader

@@ -172,7 +172,13 @@ def running_hub(room: Classroom, timeout: float = 300) -> Iterator[str]:
             if proc.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError(f"the hub did not start:\n{log.read_text(errors='replace')[-3000:]}")
             time.sleep(0.5)
-        yield url
+        try:
+            yield url
+        except BaseException:   # what the hub saw goes with the failure: the state folder goes with the class
+            lines = [line for line in log.read_text(errors="replace").splitlines()
+                     if not re.search(r"\] (200|204|301|302) (GET|PUT|POST|DELETE|HEAD) ", line)]
+            print("the hub's log, but for answered requests:", *lines[-80:], sep="\n", file=sys.stderr)
+            raise
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
         try:
@@ -183,17 +189,24 @@ def running_hub(room: Classroom, timeout: float = 300) -> Iterator[str]:
 
 
 # A terminal of a user's server, opened from their browser page as JupyterLab opens one: a new
-# terminal over the server's REST API, then its WebSocket (terminado's protocol: ["stdin", text]
-# in, ["stdout", text] out). What the command printed lies between two lines the shell
-# computes, so the echo of the typed line is not taken for them.
+# terminal over the server's REST API, then its WebSocket with the token JupyterLab's page holds
+# (the hub refuses a WebSocket with only a cookie), in terminado's protocol: ["stdin", text] in,
+# ["stdout", text] out. What the command printed lies between two lines the shell computes, so the
+# echo of the typed line is not taken for them.
 _TERMINAL = """async ([base, command, seconds]) => {
   const xsrf = decodeURIComponent((document.cookie.match(/(?:^|; )_xsrf=([^;]*)/) || [])[1] || "");
   const made = await fetch(`${base}/api/terminals`, {method: "POST", credentials: "same-origin",
                                                      headers: {"X-XSRFToken": xsrf}});
   if (!made.ok) throw new Error(`no terminal: ${made.status} ${await made.text()}`);
   const name = (await made.json()).name;
+  let config = document.getElementById("jupyter-config-data")?.textContent;
+  if (!config || !location.pathname.startsWith(base + "/")) {   // not JupyterLab's page: read it
+    const lab = await (await fetch(`${base}/lab`, {credentials: "same-origin", headers: {"X-XSRFToken": xsrf}})).text();
+    config = new DOMParser().parseFromString(lab, "text/html").getElementById("jupyter-config-data").textContent;
+  }
+  const token = encodeURIComponent(JSON.parse(config).token || "");
   const scheme = location.protocol === "https:" ? "wss" : "ws";
-  const socket = new WebSocket(`${scheme}://${location.host}${base}/terminals/websocket/${name}`);
+  const socket = new WebSocket(`${scheme}://${location.host}${base}/terminals/websocket/${name}?token=${token}`);
   let text = "";
   const marks = /__start_42__([\\s\\S]*?)__done_42_(\\d+)__/;
   const found = await new Promise((resolve, reject) => {

@@ -10,6 +10,16 @@ on, releases the feedback and exports grades; Formgrader shows both scores; each
 their own feedback and sees their score and, for the mistake, its message; the Canvas and Moodle
 exports hold both.
 
+Along the way a third learner attacks the class as tests/hub_attacks.py describes, and each attack
+fails: a submission in another learner's name, an inbound entry that stopped nbgrader's collect for
+everyone, links to the instructor's solutions and to /dev/urandom in their own submission (what
+collect refuses: grader/classroom/exchange.py); a learner's own Jupyter configuration serving a page
+without login, and a page on the hub's one origin that tries the visitor's terminals with their
+cookie (jupyterhub_config.py). One learner's notebook carries scripts in its markdown and outputs
+(tests/hostile.py): the instructor opens it in Formgrader and its feedback page, and none runs
+(grader/grading/safe_html.py); pressing Validate on it in the instructor's JupyterLab is refused
+before its code runs (grader/grading/unsandboxed.py).
+
 Needs root (to make the accounts; CI runs as root), configurable-http-proxy (npm) and
 Chromium; skipped with the reason where one is missing."""
 from __future__ import annotations
@@ -25,11 +35,16 @@ import time
 from pathlib import Path
 
 import classroom
+import hostile
+import hub_attacks
 import nbformat
 import pytest
 from catalogue import u01
 from classroom import UNIT, in_browser_terminal
 from reference import answers, student_notebook
+
+from grader.classroom import hub
+from grader.grading.unsandboxed import MESSAGE
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 MISTAKE = u01.MISTAKES[0]   # the dot product normalised into a cosine
@@ -50,7 +65,7 @@ def room():
     reason = classroom.why_not()
     if reason:
         pytest.skip(reason)
-    with classroom.classroom(learners=2, clone=True) as made:
+    with classroom.classroom(learners=3, clone=True) as made:
         yield made
 
 
@@ -111,19 +126,23 @@ def _exchange_attempts(room) -> list[str]:
 
 def test_a_class_releases_submits_grades_and_returns_feedback_through_the_hub(room, capsys):
     started = time.monotonic()
-    ann, ben = room.learners
+    ann, ben, cat = room.learners   # cat attacks the class
     cd, release, collect, grade, feedback, export = instructor_commands()
     assert cd == "cd ~/attention-course" and release == f"nbgrader release_assignment {UNIT}", instructor_commands()
     wrong = answers(UNIT)
     wrong[MISTAKE.answer] = MISTAKE.code
-    submission = {ann.name: student_notebook(UNIT), ben.name: student_notebook(UNIT, wrong)}
+    hostile_notebook = student_notebook(UNIT, wrong)   # a mistake, and scripts for whoever opens it
+    planted = Path(f"/tmp/planted-by-{ben.name}")      # made by its code wherever it runs unsandboxed
+    hostile_notebook.cells[1:1] = [*hostile.cells(), nbformat.v4.new_code_cell(f"open({str(planted)!r}, 'w')")]
+    submission = {ann.name: student_notebook(UNIT), ben.name: hostile_notebook}
+    mark = f"pwned-{room.instructor.name}"   # the files the origin attacks would leave in /tmp
 
     subprocess.run(["usermod", "--comment", "Ann Example", ann.name], check=True)   # a full name, as chfn gives
 
     with classroom.running_hub(room) as url, playwright.sync_playwright() as driver:
         browser = driver.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
         teacher = _log_in(browser, url, room.instructor)
-        pages = {learner.name: _log_in(browser, url, learner) for learner in (ann, ben)}
+        pages = {learner.name: _log_in(browser, url, learner) for learner in (ann, ben, cat)}
         for page in pages.values():   # a learner's first screen: the Assignment List, not an empty Launcher
             page.locator(".lm-DockPanel-tabBar .lm-TabBar-tab.lm-mod-current", has_text="Assignments").wait_for()
 
@@ -168,9 +187,20 @@ def test_a_class_releases_submits_grades_and_returns_feedback_through_the_hub(ro
             assert hidden.status == 1 and hidden.output.strip() == "", hidden.output
         assert (room.exchange / "attention-course" / "outbound" / UNIT).is_dir()   # all still in place
 
+        # cat, in their own terminal, leaves in inbound/ what collect must refuse (each step succeeds).
+        for attack in hub_attacks.inbound_attacks(room.exchange, ann.name, room.course / f"{source}.ipynb"):
+            typed = in_browser_terminal(pages[cat.name], cat.name, attack)
+            assert typed.status == 0, f"{attack}\n{typed.output[-2000:]}"
+        _origin_attacks(browser, url, room, teacher, pages, mark)
+
         # The instructor, in their terminal: collect, grade as themselves (not root) in the sandbox,
         # release the feedback and export the grades, each as docs/instructors.md writes it.
-        _as_documented(teacher, room, collect)
+        collected = _as_documented(teacher, room, collect)
+        for refused in (f"claims to be {ann.name}'s but belongs to {cat.name}", "'not-a-date' is not a time",
+                        f"{UNIT}.ipynb: a symbolic link", "data.bin: a symbolic link"):
+            assert refused in collected, collected[-3000:]
+        taken = room.course / "submitted" / cat.name / UNIT
+        assert sorted(path.name for path in taken.iterdir()) == ["timestamp.txt"]   # nothing of the links
         _as_documented(teacher, room, grade, seconds=600)
         graded = [json.loads(path.read_text()) for path in (room.course / "grader_results").glob(f"*/{UNIT}.json")]
         scores = {r["student"]: r for r in graded}
@@ -183,6 +213,7 @@ def test_a_class_releases_submits_grades_and_returns_feedback_through_the_hub(ro
         assert float(canvas[ann.name][UNIT]) == FULL and float(canvas[ben.name][UNIT]) == FULL - 1
         _refused(pages[ben.name], ben, [f"cat {room.course}/gradebook.db", f"cat {room.course}/canvas.csv",
                                         f"ls {room.course}/grader_results"])
+        assert not (room.course / "feedback" / cat.name).exists()   # cat's links were never graded
 
         # Formgrader, opened in a browser tab of its own as nbgrader documents for JupyterHub 4.1+.
         teacher.goto(f"{url}/user/{room.instructor.name}/formgrader/manage_submissions/{UNIT}")
@@ -193,12 +224,15 @@ def test_a_class_releases_submits_grades_and_returns_feedback_through_the_hub(ro
         assert "None" not in table.locator("tr", has_text=ben.name).inner_text()
         assert f"{FULL} / {FULL}" in table.locator("tr", has_text=ann.name).inner_text()
         assert f"{FULL - 1} / {FULL}" in table.locator("tr", has_text=ben.name).inner_text()
+        _instructor_views(url, room, teacher, ben, planted)
         # Its Autograde button (plain nbgrader autograde, learner code run as the instructor) is
         # refused with what to run instead, and leaves the grade and the graded notebook as they were.
         autograded = room.course / "autograded" / ben.name / UNIT / f"{UNIT}.ipynb"
         before = autograded.read_bytes()
         table.locator("tr", has_text=ben.name).locator(".autograde a").click()
         teacher.locator("#error-modal", has_text="graded in the sandbox").wait_for(timeout=60_000)
+        fits = teacher.evaluate(hub_attacks.FITS, MESSAGE.splitlines())
+        assert fits and all(inside for _, inside in fits), fits   # no line of the refusal cut off at the edge
         assert autograded.read_bytes() == before
         teacher.reload()
         teacher.locator("table tr", has_text=ben.name).wait_for(timeout=30_000)
@@ -226,11 +260,78 @@ def test_a_class_releases_submits_grades_and_returns_feedback_through_the_hub(ro
             assert len(verdicts) == 4 and len(failed) == (learner is ben), verdicts
             assert all(MISTAKE.message in line for line in failed), failed
             assert "The course:" not in text   # progress() prints nothing under grading
+            assert hostile.pwned(report) == []
         browser.close()
 
     for exporter, column in (("CanvasExport", "SIS Login ID"), ("MoodleExport", "Username")):
         room.instructor_runs("-m", "nbgrader", "export", f"--exporter=grader.lms.{exporter}", "--to", "lms.csv")
         rows = {row[column]: row for row in csv.DictReader(io.StringIO((room.course / "lms.csv").read_text()))}
         assert float(rows[ann.name][UNIT]) == FULL and float(rows[ben.name][UNIT]) == FULL - 1
+    assert not planted.exists() and not list(Path("/tmp").glob(f"{mark}-*"))
     with capsys.disabled():
         print(f"\nthe class on JupyterHub, end to end: {time.monotonic() - started:.0f} s", file=sys.stderr)
+
+
+def _origin_attacks(browser, url: str, room, teacher, pages, mark: str) -> None:
+    """A page on the hub's one origin, opened by the instructor, acts in nobody's name: neither
+    the one ann's own Jupyter configuration would serve without login (not loaded), nor one
+    served there all the same (the instructor's cookie opens no WebSocket and makes no terminal)."""
+    ann, ben, _ = room.learners
+    opened = {}
+    for user, page in ((room.instructor.name, teacher), (ben.name, pages[ben.name])):   # each has a terminal open
+        opened[user] = page.evaluate("""async (base) => {
+            const xsrf = decodeURIComponent((document.cookie.match(/(?:^|; )_xsrf=([^;]*)/) || [])[1] || "");
+            const made = await fetch(`${base}/api/terminals`, {method: "POST", headers: {"X-XSRFToken": xsrf}});
+            return (await made.json()).name; }""", f"/user/{user}")
+    page = hub_attacks.served_page(list(opened.items()), mark)
+    config = hub_attacks.user_config_serving(page)
+    typed = in_browser_terminal(pages[ann.name], ann.name,
+                                hub_attacks.write_file("~/.jupyter/jupyter_server_config.py", config))
+    assert typed.status == 0, typed.output[-2000:]
+    home = pages[ann.name]   # ann restarts her server from the hub's home page, so that it reads her config
+    home.goto(f"{url}/hub/home")
+    home.click("#stop")
+    home.locator("#stop").wait_for(state="hidden", timeout=60_000)
+    home.goto(f"{url}/hub/spawn/{ann.name}")   # what the page's Start button, then Launch, open
+    home.wait_for_selector(".jp-LabShell", timeout=120_000)
+
+    visit = teacher.context.new_page()   # the instructor follows ann's link
+    answer = visit.goto(f"{url}/user/{ann.name}/hello")
+    assert answer.status == 404 and visit.evaluate("window.outcome") is None, answer.status
+    served = f"{url}/user/{ann.name}/notes"   # and the same page, as if ann's server served it there
+    visit.route(served, lambda route: route.fulfill(status=200, content_type="text/html", body=page))
+    visit.goto(served)
+    visit.wait_for_function("window.finished === true", timeout=30_000)
+    assert visit.evaluate("window.outcome") == []
+    visit.close()
+    for user, name in opened.items():
+        owner = teacher if user == room.instructor.name else pages[ben.name]
+        owner.evaluate("""async ([base, name]) => {
+            const xsrf = decodeURIComponent((document.cookie.match(/(?:^|; )_xsrf=([^;]*)/) || [])[1] || "");
+            await fetch(`${base}/api/terminals/${name}`, {method: "DELETE", headers: {"X-XSRFToken": xsrf}}); }""",
+                       [f"/user/{user}", name])
+    assert not list(Path("/tmp").glob(f"{mark}-*"))
+
+
+def _instructor_views(url: str, room, teacher, ben, planted: Path) -> None:
+    """The instructor opens ben's submission in Formgrader's Manual Grading, his feedback page
+    and, in JupyterLab, his notebook, and presses Validate there: no script of ben's runs, and
+    Validate is refused before his code does."""
+    view = teacher.context.new_page()
+    view.goto(f"{url}/user/{room.instructor.name}/formgrader/gradebook/{UNIT}/{UNIT}")
+    view.locator("tr", has_text=ben.name).locator("a").first.click()
+    view.get_by_text("A note for the grader.").wait_for(timeout=60_000)   # the submission, rendered
+    assert hostile.pwned(view) == []
+    view.close()
+
+    lab = teacher.context.new_page()
+    [page] = (room.course / "feedback" / ben.name / UNIT).glob("*.html")
+    lab.goto(f"{url}/user/{room.instructor.name}/files/{page.relative_to(room.instructor.home).as_posix()}")
+    assert hostile.pwned(lab) == []
+    submitted = f"{hub.COURSE_FOLDER}/submitted/{ben.name}/{UNIT}/{UNIT}.ipynb"
+    lab.goto(f"{url}/user/{room.instructor.name}/lab/tree/{submitted}")
+    lab.locator(".jp-NotebookPanel-toolbar .validate-button").click(timeout=120_000)
+    dialog = lab.locator(".jp-Dialog", has_text="Validate runs only the course's own notebooks")
+    dialog.wait_for(timeout=120_000)
+    assert not planted.exists()
+    lab.close()

@@ -40,6 +40,14 @@ def _course_script(folder: Path) -> Path:
     return folder / "course"
 
 
+def _private_python(tmp_path: Path) -> Path:
+    """A folder only root can enter, holding python3 (as pyenv's under /root is)."""
+    private = tmp_path / "private"
+    private.mkdir(mode=0o700)
+    (private / "python3").symlink_to(os.path.realpath(sys.executable))
+    return private
+
+
 def test_an_ordinary_account_is_told_to_run_the_hub_as_root_before_anything_is_installed(open_folder):
     script = _course_script(open_folder)
     done = subprocess.run(["runuser", "-u", "nobody", "--", str(script), "hub"], capture_output=True, text=True,
@@ -51,9 +59,7 @@ def test_an_ordinary_account_is_told_to_run_the_hub_as_root_before_anything_is_i
 
 def test_a_python_other_accounts_cannot_run_is_named_before_anything_is_installed(open_folder, tmp_path):
     script = _course_script(open_folder)
-    private = tmp_path / "private"
-    private.mkdir(mode=0o700)
-    (private / "python3").symlink_to(os.path.realpath(sys.executable))
+    private = _private_python(tmp_path)
     done = subprocess.run([str(script), "hub"], capture_output=True, text=True, timeout=60,
                           env={**os.environ, "PYTHON": str(private / "python3")})
     assert done.returncode == 2, done.stdout + done.stderr
@@ -65,9 +71,7 @@ def test_python3_is_resolved_on_roots_path_before_hub_add_installs_anything(open
     """`./course hub add` without PYTHON: python3 as root's PATH finds it (pyenv's, under a private
     /root, say), not as another account's PATH would."""
     script = _course_script(open_folder)
-    private = tmp_path / "private"
-    private.mkdir(mode=0o700)
-    (private / "python3").symlink_to(os.path.realpath(sys.executable))
+    private = _private_python(tmp_path)
     env = {key: value for key, value in os.environ.items() if key != "PYTHON"}
     done = subprocess.run([str(script), "hub", "add", "someone"], capture_output=True, text=True, timeout=60,
                           env={**env, "PATH": f"{private}:{env.get('PATH', '/usr/bin:/bin')}"})
@@ -79,9 +83,7 @@ def test_python3_is_resolved_on_roots_path_before_hub_add_installs_anything(open
 
 def test_a_venv_made_from_a_python_other_accounts_cannot_run_is_named_for_deletion(open_folder, tmp_path):
     script = _course_script(open_folder)
-    private = tmp_path / "private"
-    private.mkdir(mode=0o700)
-    (private / "python3").symlink_to(os.path.realpath(sys.executable))
+    private = _private_python(tmp_path)
     venv = script.parent / ".venv"
     (venv / "bin").mkdir(parents=True)
     (venv / "bin" / "python").symlink_to(private / "python3")

@@ -21,10 +21,10 @@ from nbconvert.exporters import NotebookExporter
 
 from .. import course
 
-GRADE = "cd ~/attention-course and run python -m grader grade submitted --course-dir ."
-MESSAGE = ("On the class hub, learners' notebooks are graded in the sandbox,\n"
-           "not by nbgrader autograde (which runs their code as you).\n"
-           f"In a terminal: {GRADE}")
+GRADE = "In a terminal:\n  cd ~/attention-course\n  python -m grader grade submitted --course-dir ."
+# Short lines: Formgrader shows the refusal in a box that cuts off what is wider.
+MESSAGE = ("On this class hub, notebooks are graded in the sandbox,\n"
+           "not by nbgrader autograde, which runs learners' code as you.\n" + GRADE)
 
 
 class RefuseUnsandboxed(NotebookExporter):
@@ -47,5 +47,5 @@ class OnlyCourseNotebooks:
         if not here.is_relative_to(self.clone.resolve()):
             raise LearnerNotebook(
                 f"On the class hub, Validate runs only the course's own notebooks (in {self.clone}).\n"
-                f"The notebook in {here} may be a learner's: its code would run as you, outside the sandbox.\n"
-                f"To grade learners' notebooks, in a terminal: {GRADE}")
+                f"The notebook in {here} may be a learner's:\nits code would run as you, outside the sandbox.\n"
+                f"To grade learners' notebooks, {GRADE[0].lower()}{GRADE[1:]}")
