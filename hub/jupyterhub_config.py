@@ -2,7 +2,7 @@
 
 Who may log in: the machine's own Unix accounts (JupyterHub's PAM authenticator) in the class's
 two groups, which `./course hub add` creates: learners in attention-learners, instructors in
-attention-instructors (the hub's admins). Each server runs as its owner (LocalProcessSpawner),
+attention-instructors. Each server runs as its owner (LocalProcessSpawner),
 so the file permissions of the system keep one learner's work from another's and from the
 instructor's; nbgrader's exchange is the one folder they share. Learners' servers run the
 learners' environment (STATE/env: the course without its answers) and are set up as
@@ -24,6 +24,9 @@ c = get_config()  # noqa: F821 (provided by traitlets when it loads this file)
 STATE = Path(os.environ.get("COURSE_HUB_STATE", str(hub.STATE)))
 
 c.JupyterHub.bind_url = os.environ.get("COURSE_HUB_BIND", "http://:8000")
+if os.environ.get("COURSE_HUB_SSL_CERT"):   # ./course hub --ssl-cert FILE --ssl-key FILE: HTTPS
+    c.JupyterHub.ssl_cert = os.environ["COURSE_HUB_SSL_CERT"]
+    c.JupyterHub.ssl_key = os.environ["COURSE_HUB_SSL_KEY"]
 # The hub's own API and the proxy's take the two ports after the public one (not JupyterHub's
 # fixed 8081 and 8001), so that two hubs on different ports can run on one machine.
 PORT = int(c.JupyterHub.bind_url.rsplit(":", 1)[1].strip("/") or 8000)
@@ -35,16 +38,20 @@ c.ConfigurableHTTPProxy.pid_file = str(STATE / "hub" / "proxy.pid")
 
 c.JupyterHub.authenticator_class = "pam"
 c.PAMAuthenticator.allowed_groups = {hub.LEARNERS, hub.INSTRUCTORS}
-c.PAMAuthenticator.admin_groups = {hub.INSTRUCTORS}
 c.PAMAuthenticator.open_sessions = False   # no login session per server: nothing to clean up after
 
 # One origin serves every server of the class (no user subdomains: see docs/instructors.md), so a
-# page one user's server serves could act, in another user's browser, on that user's server.
-# JupyterHub's cookies are per server and its XSRF rules refuse cross-user API calls; two settings
-# close what is left. A server loads no Jupyter configuration from its user's home (a learner's own
-# config could make their server serve a page without login), and a WebSocket, which no XSRF rule
-# protects, needs the server's token, not the browser's cookie (JupyterLab sends the token:
-# hub/learner/labconfig/page_config.json).
+# page of one user's server, opened in another user's browser, could act on the visitor's server.
+# So no page of a learner's server ever reaches another's browser:
+# - nobody may open another's server: instructors are not the hub's admins (JupyterHub's admins
+#   may open every server), and learners never could;
+# - a server loads no Jupyter configuration from its user's home, where a learner's own config
+#   could make their server answer a page without login, to anyone.
+# Behind them, JupyterHub's own rules: cookies per server, XSRF checks on API calls, and a
+# WebSocket that needs the server's token besides the cookie (JupyterLab sends the token:
+# hub/learner/labconfig/page_config.json). JupyterHub tells a WebSocket by its Sec-Fetch-Mode
+# header, which Chromium does not send on a WebSocket's handshake, so that rule holds only in
+# browsers that do.
 c.Spawner.disable_user_config = True
 c.Spawner.environment = {"JUPYTERHUB_ALLOW_WEBSOCKET_COOKIE_AUTH": "0"}
 

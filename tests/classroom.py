@@ -16,6 +16,7 @@ import secrets
 import shutil
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import tempfile
@@ -149,22 +150,35 @@ def _free(port: int) -> bool:
             return False
 
 
+def _certificate(folder: Path) -> tuple[Path, Path]:
+    """A self-signed certificate for 127.0.0.1 and its key (browsers are told to accept it)."""
+    cert, key = folder / "hub-cert.pem", folder / "hub-key.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=127.0.0.1",
+                    "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", str(key), "-out", str(cert)],
+                   check=True, capture_output=True)
+    return cert, key
+
+
 @contextmanager
 def running_hub(room: Classroom, timeout: float = 300) -> Iterator[str]:
-    """`python -m grader hub` on free ports: its URL while it runs."""
+    """`python -m grader hub` on free ports, over HTTPS as a class's hub must be (JupyterHub tells
+    a WebSocket by a header browsers send over HTTPS only): its URL while it runs."""
     port = _free_ports(3)   # the hub's public port, its API and the proxy's API
     prefix, _ = accounts.view()
     log = room.state / "hub.log"
+    cert, key = _certificate(room.state)
     with open(log, "wb") as out:
         proc = subprocess.Popen([*prefix, sys.executable, "-m", "grader", "hub", "--port", str(port), "--ip",
-                                 "127.0.0.1", "--state", str(room.state)], stdout=out, stderr=subprocess.STDOUT,
-                                start_new_session=True, cwd=room.clone)
-    url = f"http://127.0.0.1:{port}"
+                                 "127.0.0.1", "--state", str(room.state), "--ssl-cert", str(cert),
+                                 "--ssl-key", str(key)],
+                                stdout=out, stderr=subprocess.STDOUT, start_new_session=True, cwd=room.clone)
+    url = f"https://127.0.0.1:{port}"
+    trusting = ssl.create_default_context(cafile=str(cert))   # this certificate, as the browsers are told
     try:
         deadline = time.monotonic() + timeout
         while True:
             try:
-                with urllib.request.urlopen(f"{url}/hub/login", timeout=5) as answer:
+                with urllib.request.urlopen(f"{url}/hub/login", timeout=5, context=trusting) as answer:
                     if answer.status == 200:
                         break
             except OSError:

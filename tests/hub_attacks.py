@@ -30,18 +30,21 @@ def served_page(visitor_targets: list[tuple[str, str]], mark: str) -> str:
     """A page that, opened by someone logged in to the hub, tries to act as them: a terminal of
     each (user, terminal name) target over its WebSocket with the visitor's cookie (typing a
     command that leaves a file named `mark`-USER in /tmp), and a terminal made over the REST API.
-    It writes what happened into `window.outcome` and sets `window.finished`."""
+    It writes what it achieved into `window.outcome`, every answer into `window.events`, and sets
+    `window.finished`."""
     targets = ",".join(f"['{user}','{name}']" for user, name in visitor_targets)
     return f"""<!doctype html><title>my notes</title><script>
-window.outcome = [];
+window.outcome = [], window.events = [];
 const tries = [{targets}].map(([user, name]) => new Promise(done => {{
-  const socket = new WebSocket(`ws://${{location.host}}/user/${{user}}/terminals/websocket/${{name}}`);
+  const scheme = location.protocol === "https:" ? "wss" : "ws";
+  const socket = new WebSocket(`${{scheme}}://${{location.host}}/user/${{user}}/terminals/websocket/${{name}}`);
   socket.onopen = () => {{ socket.send(JSON.stringify(["stdin", "touch /tmp/{mark}-$(whoami)\\r"]));
                           window.outcome.push(`websocket of ${{user}} opened`); setTimeout(done, 500); }};
-  socket.onerror = socket.onclose = () => done();
+  socket.onclose = (event) => {{ window.events.push(`websocket of ${{user}} closed: ${{event.code}}`); done(); }};
 }}));
 tries.push(...[{targets}].map(([user]) => fetch(`/user/${{user}}/api/terminals`, {{method: "POST"}})
-  .then(answer => {{ if (answer.ok) window.outcome.push(`terminal of ${{user}} made`); }}).catch(() => null)));
+  .then(answer => {{ window.events.push(`terminal of ${{user}}: ${{answer.status}}`);
+                    if (answer.ok) window.outcome.push(`terminal of ${{user}} made`); }}).catch(() => null)));
 Promise.all(tries).then(() => {{ window.finished = true; }});
 </script>"""
 

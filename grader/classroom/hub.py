@@ -1,6 +1,7 @@
 """A class on one machine: JupyterHub with the course's settings, and the class's accounts.
 
     ./course hub [zh] [--port 8000] [--ip ADDRESS] [--state /srv/attention-course]   (as root)
+                 [--ssl-cert FILE --ssl-key FILE]   (HTTPS, which JupyterHub's WebSocket rule needs)
     ./course hub add NAME ... [--instructor] [--state ...]                            (as root)
 
 What learners can reach holds no answers. The clone of the course (solutions/, the source
@@ -303,9 +304,11 @@ def learners_cannot_read(root: Path, python: Path) -> str | None:
     return None
 
 
-def command(state: Path, bind: str) -> tuple[list[str], dict[str, str]]:
-    """The command line and environment that start the hub."""
+def command(state: Path, bind: str, ssl: tuple[str, str] | None = None) -> tuple[list[str], dict[str, str]]:
+    """The command line and environment that start the hub (`ssl`: its certificate and key)."""
     env = {**os.environ, "COURSE_HUB_STATE": str(state), "COURSE_HUB_BIND": bind}
+    if ssl:
+        env["COURSE_HUB_SSL_CERT"], env["COURSE_HUB_SSL_KEY"] = ssl
     return [sys.executable, "-m", "jupyterhub", "-f", str(HUB / "jupyterhub_config.py")], env
 
 
@@ -332,12 +335,14 @@ def _start(args) -> int:
         return 2
     if args.language:
         os.environ["COURSE_LANG"] = args.language
-    argv, env = command(state, f"http://{args.ip}:{args.port}")
-    print(f"hub: the class's hub at http://{args.ip or 'localhost'}:{args.port}/ (Ctrl+C stops it)\n"
+    ssl = (str(Path(args.ssl_cert).resolve()), str(Path(args.ssl_key).resolve())) if args.ssl_cert else None
+    scheme = "https" if ssl else "http"
+    argv, env = command(state, f"{scheme}://{args.ip}:{args.port}", ssl)
+    print(f"hub: the class's hub at {scheme}://{args.ip or 'localhost'}:{args.port}/ (Ctrl+C stops it)\n"
           f"hub: learners: {', '.join(members(LEARNERS)) or 'none yet'}; "
           f"instructors: {', '.join(members(INSTRUCTORS)) or 'none yet'}\n"
           "hub: add accounts with: ./course hub add NAME ... [--instructor] (as root)\n"
-          f"hub: Formgrader, for an instructor NAME: http://{args.ip or 'HOST'}:{args.port}/user/NAME/formgrader "
+          f"hub: Formgrader, for an instructor NAME: {scheme}://{args.ip or 'HOST'}:{args.port}/user/NAME/formgrader "
           "(in a browser tab of its own: JupyterHub forbids it inside JupyterLab's frame)\n"
           f"hub: learners' servers run {python}; instructors' run {sys.executable}\n"
           f"hub: the exchange is {exchange(state)}; the hub's own files are in {state / 'hub'}", flush=True)
@@ -383,4 +388,10 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--port", type=int, default=8000,
                         help="the hub's port (default: %(default)s); it also takes the next two, for its API and proxy")
     parser.add_argument("--ip", default="", help="the address to listen on (default: all)")
-    return _start(parser.parse_args(argv))
+    parser.add_argument("--ssl-cert", help="serve HTTPS with this certificate (PEM), e.g. Let's Encrypt's "
+                                             "fullchain.pem")
+    parser.add_argument("--ssl-key", help="the certificate's private key (PEM)")
+    args = parser.parse_args(argv)
+    if bool(args.ssl_cert) != bool(args.ssl_key):
+        parser.error("--ssl-cert and --ssl-key go together")
+    return _start(args)
