@@ -408,7 +408,8 @@ def rolling_logits(model, idx, window, keep=(), rolling=None):
 # %% [markdown]
 # ## 2. GPT-2 small as a `GPTConfig`
 #
-# OpenAI released GPT-2 in four sizes (Radford et al., 2019). The smallest reads a vocabulary of
+# OpenAI released GPT-2 in four sizes (Radford et al., 2019, who list the smallest as 117M
+# parameters; the released model has 124M, as section 3 counts). The smallest reads a vocabulary of
 # 50,257 byte-level BPE tokens, looks at most 1,024 tokens back, and has 12 blocks of width 768
 # with 12 heads of 64 features each. Its query, key and value projections have biases, and its
 # output head shares the token embedding's matrix, as in unit 08's section on weight tying.
@@ -788,8 +789,8 @@ else:
 # Unit 08's `generate` runs the whole text through the model for every new token; unit 09's
 # `generate_cached` feeds only the new token and keeps the keys and values of the others. Under
 # greedy decoding (temperature 0) both must write the same tokens. The cell times both on GPT-2
-# and on a model of the checkpoint's shape from unit 09 (width 64, 4 layers, context 64, random
-# weights), with a prompt of the same length and as many new tokens.
+# and on a model the size of unit 09's (width 64, 4 layers, context 64, random weights), with a
+# prompt of the same length and as many new tokens.
 
 # %%
 def timed(fn, *args, **kwargs):
@@ -871,12 +872,13 @@ print(f"a model that knows nothing (every token as likely): {gpt_cfg.vocab_size:
 #
 # ## 5. Induction heads: copying what came next last time
 #
-# Unit 08 found a head in your tiny model that looks back at a name where the line introduced
-# it, so that the next layers can copy it. Large language models have a general form of this,
-# the **induction head** (Elhage et al., 2021; Olsson et al., 2022): at a token `A`, look for an
-# earlier `A`, and attend to the token that **followed** it, `B`, so the model can predict `B`
-# again. "... Mr Dursley ... Mr" → "Dursley". Olsson et al. (2022) found such heads across the
-# models they studied, and tied them to the model's ability to learn from its context; in GPT-2
+# Unit 08 found a head in your tiny model that attends to the name it will copy, the one the
+# line's grammar points to: what Wang et al. (2022) call a *name mover* head. Large language
+# models have a second way to copy, which finds *where* to copy from by matching: the **induction
+# head** (Elhage et al., 2021; Olsson et al., 2022). At a token `A`, it looks for an earlier `A`
+# and attends to the token that **followed** it, `B`, so the model can predict `B` again.
+# "... Mr Dursley ... Mr" → "Dursley". Olsson et al. (2022) found such heads across the models
+# they studied, and tied them to the model's ability to learn from its context; in GPT-2
 # small, Wang et al. (2022, "Interpretability in the wild") name heads 5.5 and 6.9 (layer.head,
 # counted from 0) among its induction heads. Those are the published findings your run is
 # compared with below.
@@ -1022,17 +1024,27 @@ ax.set(xlabel="head", ylabel="layer", title="Induction score: attention to t - p
 fig.colorbar(image, ax=ax)
 plt.show()
 top = [divmod(i, gpt_cfg.num_heads) for i in scores.flatten().argsort(descending=True)[:4].tolist()]
-print("highest induction scores: " + ", ".join(f"head {l}.{h}: {scores[l, h]:.2f}" for l, h in top))
+print("highest induction scores (layer.head): " + ", ".join(f"{l}.{h}: {scores[l, h]:.2f}" for l, h in top))
+# The first of the two steps below: how much each head attends to the token just before the query.
+previous = maps.diagonal(offset=-1, dim1=-2, dim2=-1).mean(dim=-1).cpu()                       # (L, H)
+leaders = [divmod(i, gpt_cfg.num_heads) for i in previous.flatten().argsort(descending=True)[:4].tolist()]
+print("highest previous-token scores (layer.head): "
+      + ", ".join(f"{l}.{h}: {previous[l, h]:.2f}" for l, h in leaders))
 print(f"an even spread over the keys would give about {(1 / torch.arange(period + 1, 2 * period + 1)).mean():.3f}")
 
 # %% [markdown]
-# Compare your top heads with the heads the papers name (5.5 and 6.9 among them, for GPT-2
-# small). A score near 1 means the head, at every position of the second copy, puts almost all
-# its attention on the one token an induction head needs.
+# Compare your top heads with the heads Wang et al. name for GPT-2 small: 5.5 and 6.9 in the
+# paper, and 5.5, 5.8, 5.9 and 6.9 in the circuit they released; Vig & Belinkov (2019, §5.3.3)
+# single out head 5.1 for words in repeated phrases. A score near 1 means the head, at every
+# position of the second copy, puts almost all its attention on the one token an induction head
+# needs. The previous-token heads, the second line, should sit in earlier layers than the
+# induction heads: the next section says why.
 #
 # A picture of attention is not yet evidence that the model *uses* it. Two measurements are. First,
-# the loss: in the first copy the next token is random, so the loss should sit near `ln V`; in the
-# second, a model that copies predicts it. Second, switch the top heads off (their outputs set to
+# the loss. In the first copy the next token is random. A model that guessed evenly would score
+# exactly `ln V` there; any other guess scores more on random tokens (the cross-entropy is
+# `ln V` + KL(uniform ‖ model)), so expect at least `ln V`. In the second copy, a model that copies
+# predicts the next token. Second, switch the top heads off (their outputs set to
 # zero before `out_proj`, given below) and measure the second copy again; then switch off as many
 # heads chosen at random instead, as a control.
 
@@ -1083,18 +1095,20 @@ print(f"second copy with {', '.join(f'{l}.{h}' for l, h in control)} switched of
 
 # %% [markdown]
 # With GPT-2's weights, read three numbers. The drop from the first copy to the second is
-# in-context learning at its simplest: nothing about these tokens was in the training data. If the
+# in-context learning at its simplest: nothing about this sequence was in the training data. If the
 # loss in the second copy rises clearly when the top heads go, and barely when four random heads
 # go, those heads do the copying: this is causal evidence, not only a picture. It rarely comes
 # back all the way to the first copy's loss: other heads copy a little too, and the model has
 # more than one path to the answer.
 #
-# This is the head you found in unit 08, grown up. There a head in the last layer looked back at
-# a name where the line introduced it; the layers after it turned that into the prediction. An
-# induction head needs two steps, which is why it cannot sit in the first layer: an earlier head
-# first writes into each token "the token before me was A", and the induction head's query `A`
-# then matches that key. On the small random GPT-2 none of this happens: the losses stay near
-# `ln V` and the scores near an even spread.
+# This is not the head you found in unit 08. There a head in the last layer attended straight to
+# the name it would copy, the one the grammar pointed to; the feed-forward layer and the output
+# head after it turned that into the prediction. An induction head finds what to copy by
+# matching, in two steps, which is why it cannot sit in the first layer: an earlier head (a
+# previous-token head, scored above) first writes into each token "the token before me was A",
+# and the induction head's query `A` then matches that key. On the small random GPT-2 none of
+# this happens: its logits are nearly flat, a nearly even guess, so the first copy's loss sits
+# near `ln V`, the second copy's too, and the scores near an even spread.
 #
 # ## 6. The attention sink
 #
@@ -1338,4 +1352,5 @@ for name, values in rolling.items():
 #   without an error: a forgotten transpose of a square matrix runs fine.
 # - The key/value cache saves most of the work on a model this size.
 # - Induction heads and the attention sink are things you can now measure in any model you can
-#   load into your code: find them by their attention, then test them by switching them off.
+#   load into your code: find them by their attention, then test what they do: switch a head off,
+#   or evict a token from the cache.
