@@ -428,8 +428,9 @@ assert GPTConfig(**GPT2_SMALL) == GPT2_CONFIG   # the course's helper holds the 
 # ## 3. How the checkpoint stores GPT-2
 #
 # A checkpoint is a dictionary from names to tensors, a *state dict*. Hugging Face's `gpt2`
-# checkpoint was written by its `GPT2LMHeadModel`, whose names and layouts differ from ours in
-# four ways that matter:
+# checkpoint was written from its `GPT2Model`, the body without the head (`GPT2LMHeadModel` wraps
+# that body as `transformer.` and adds the tied `lm_head`). Its names and layouts differ from ours
+# in four ways that matter:
 #
 # | the checkpoint | shape | ours |
 # |---|---|---|
@@ -448,14 +449,17 @@ assert GPTConfig(**GPT2_SMALL) == GPT2_CONFIG   # the course's helper holds the 
 #    with `W` of shape `(in, out)`. `nn.Linear` computes `x @ W.T + b` with `W` of shape
 #    `(out, in)`. Every weight must be **transposed** on the way in. For `c_fc` and `mlp.c_proj`
 #    the shapes refuse to fit otherwise; for the square `attn.c_proj` they fit either way, and a
-#    forgotten transpose gives no error, only wrong numbers.
+#    forgotten transpose gives no error, only wrong numbers. So do the three square blocks of
+#    `c_attn` if it is split before it is transposed.
 # 2. **One projection for three.** `c_attn` computes queries, keys and values at once: its `3E`
 #    outputs are the `E` queries, then the `E` keys, then the `E` values, each block split into
 #    heads as unit 06 does.
 # 3. **Buffers that are not weights.** `h.N.attn.bias` is not a bias: it is the causal mask, stored
 #    as ones on and below the diagonal (1 = may look, the opposite of our `mask`, where `True` =
-#    blocked). Older checkpoints also store `h.N.attn.masked_bias`, a constant. Your model has its
-#    own mask; skip both.
+#    blocked). Checkpoints saved by `transformers` of about 2020 to 2023 (many fine-tuned GPT-2s on
+#    the Hub) also store `h.N.attn.masked_bias`, a constant. Your model has its own mask; skip
+#    both. The masks really are in the file: 124,439,808 weights of 4 bytes make 497.8 MB, and
+#    twelve masks of 1,024 × 1,024 × 4 bytes add 50.3 MB, which is the download's 548 MB.
 # 4. **Names.** The checkpoint's names have no prefix; `GPT2LMHeadModel.state_dict()` puts
 #    `transformer.` before them and adds `lm_head.weight`, the tied head. Accept both.
 #
@@ -1112,14 +1116,20 @@ print(f"second copy with {', '.join(f'{l}.{h}' for l, h in control)} switched of
 #
 # ## 6. The attention sink
 #
-# Unit 09 let a cache roll, forgetting the oldest tokens, and found what Xiao et al. (2023) found
-# for large models: losing the first tokens costs more than losing recent ones. It also found that
-# our tiny model has no **attention sink**: no head puts much more than an even share on the first
-# tokens. Xiao et al. report that in the large models they studied (Llama-2, MPT, Falcon, Pythia),
-# most heads beyond the first two layers put a large share of their attention on the first token,
-# whatever it says, and call it a sink: softmax must give its weights to something, and a token
-# every query can see is a convenient place to leave what a head does not need. Whether GPT-2
-# small does the same, and in which layers, is what your run measures.
+# Unit 09 let a cache roll, forgetting the oldest tokens, and found that the loss rises when the
+# first tokens leave it, and that keeping a few early tokens, whatever they say, brings most of
+# it back. It also found that our tiny model has no **attention sink**: no head puts much more
+# than an even share on the first tokens. Xiao et al. (2023) named the sink. Their picture of it
+# layer by layer is of one model, Llama-2-7B (their Fig. 2, over sentences of 16 tokens): beyond
+# the first two layers, most heads put a large share of their attention on the first token,
+# whatever it says. Softmax must give its weights to something, and a token every query can see
+# is a convenient place to leave what a head does not need. For GPT-2 small itself, Vig &
+# Belinkov (2019, §5.2.3) found 57% of the attention on the first token on average, some heads
+# above 97%, and little in the first layers; their sentences were short (28 tokens on average)
+# and their queries started at position 1, where this unit's start at 4. GPT-2 has no
+# beginning-of-text token unless one is prepended (`<|endoftext|>`, id 50256, as TransformerLens
+# and ARENA do); here the first token is the text's own first word. Whether GPT-2 small does the
+# same on this text, and in which layers, is what your run measures.
 #
 # The text: a few paragraphs of English (given), its first 400 tokens at most.
 
@@ -1272,17 +1282,19 @@ print(f"an even spread would give {even:.1%}")
 # first tokens of the text.
 
 # %%
-def windowed_logits(model, idx, window, keep=()):
+def windowed_logits(model, idx, window, keep=(), rolling=None):
     """The logits (B, T, V) a rolling cache of `window` recent keys (plus the positions in `keep`)
-    gives, computed in one pass: each block's mask also blocks the keys more than `window` back."""
+    gives, computed in one pass: each block's mask also blocks the keys more than `window` back
+    (each block in `rolling` when given, as unit 09's rolling_logits; the others see everything)."""
     positions = torch.arange(model.cfg.context_length, device=idx.device)
     query, key = positions[:, None], positions[None, :]
     old = (key < query - window) & ~torch.isin(key, torch.tensor(list(keep), dtype=torch.long, device=idx.device))
     blocked = (key > query) | old                                        # (C, C): True = blocked
     saved = [block.att.mask for block in model.blocks]
     try:
-        for block in model.blocks:
-            block.att.mask = blocked
+        for n, block in enumerate(model.blocks):
+            if rolling is None or n in rolling:
+                block.att.mask = blocked
         with torch.no_grad():
             return model(idx)[0]
     finally:
@@ -1302,14 +1314,19 @@ print(f"{check_len} tokens, W = 8 and the first 4: largest difference between th
 # whole context is the reference.
 
 # %%
-def rolling_loss(window, keep=()):
-    logits = windowed_logits(gpt2, text, window, keep)                                     # (1, T, V)
-    return F.cross_entropy(logits[0, scored:-1], text[0, scored + 1:]).item()
+def token_losses(logits):
+    """The loss of each scored next-token prediction: positions scored ... T - 2."""
+    return F.cross_entropy(logits[0, scored:-1], text[0, scored + 1:], reduction="none")
+
+
+def rolling_loss(window, keep=(), rolling=None):
+    return token_losses(windowed_logits(gpt2, text, window, keep, rolling)).mean().item()
 
 
 scored = T // 2
 with torch.no_grad():
-    whole = F.cross_entropy(gpt2(text)[0][0, scored:-1], text[0, scored + 1:]).item()
+    whole_tokens = token_losses(gpt2(text)[0])
+whole = whole_tokens.mean().item()
 windows = [8, 16] if QUICK else [16, 64, 128]
 rolling = {"last W tokens": [], "last W tokens + the first 4": []}
 for w in windows:
@@ -1319,26 +1336,42 @@ fig, ax = plt.subplots(figsize=(7, 3.5))
 for (name, values), style in zip(rolling.items(), ("o-", "s-")):
     ax.plot(windows, values, style, label=name)
 ax.axhline(whole, color="gray", linestyle="--", label="the whole context")
+every = [whole - 1, whole + 1, *rolling["last W tokens"], *rolling["last W tokens + the first 4"]]
 ax.set(xlabel="W: recent tokens in the cache", ylabel="loss per token (nats)",
-       title="A rolling cache on GPT-2", xticks=windows)
+       title="A rolling cache on GPT-2", xticks=windows,
+       ylim=(min(every) - 0.1, max(every) + 0.1))   # a nat either way at least: 0.01 nat looks small
 ax.legend()
 plt.show()
 print(f"the whole context: {whole:.3f} nats per token, on positions {scored} to {T - 2}")
 for name, values in rolling.items():
     print(f"{name}: " + "  ".join(f"W={w}: {v:.3f}" for w, v in zip(windows, values)))
+# The same tokens, scored with and without the first four: the difference token by token, and its
+# standard error (how far the mean of that difference would move on another text like this one).
+w = windows[0]
+paired = token_losses(windowed_logits(gpt2, text, w)) - token_losses(windowed_logits(gpt2, text, w, range(4)))
+print(f"W={w}, losing the first 4 against keeping them: {paired.mean().item():+.3f} ± "
+      f"{(paired.std() / len(paired) ** 0.5).item():.3f} nats per token (standard error, {len(paired)} tokens)")
+# Where the effect comes from: the cache rolls in the first half of the layers only, then in the second half.
+half = gpt_cfg.num_layers // 2
+for name, layers in (("the first", range(half)), ("the second", range(half, gpt_cfg.num_layers))):
+    print(f"W={w}, rolling in {name} half of the layers only: {rolling_loss(w, rolling=set(layers)):.3f}")
 
 # %% [markdown]
 # **Read your numbers, and say only what they show.** This is one model and one text of a few
-# hundred tokens, so a difference of a few hundredths of a nat is noise; a difference of a nat or
-# more is not.
+# hundred tokens. The paired line compares the same tokens with and without the first four: a
+# mean difference within about two standard errors of 0 is no effect on this text; the spread
+# that matters most, from one text to another, would need more texts.
 #
 # - If the rolling cache's loss jumps far above the whole context's when the first tokens leave
 #   it, and keeping the first four brings most of it back, GPT-2 shows the StreamingLLM effect
-#   that unit 09's tiny model lacked, and the layers where the first token's share is high are
-#   where it comes from.
-# - If keeping the first four changes little, the effect is absent here, at this length: say so.
-#   Xiao et al. measured texts of thousands to millions of tokens, far past where a cache of 1,024
-#   positions without rotary embeddings can go.
+#   that unit 09's tiny model lacked. The last two lines say which half of the layers it comes
+#   from: the half whose rolling alone costs most.
+# - If keeping the first four changes little, the effect is absent here: say so. Length is not
+#   why: StreamingLLM's window attention fails as soon as the text outgrows a cache of 1,024
+#   tokens (Xiao et al., Table 1). What differs is the positions: StreamingLLM numbers the
+#   positions inside the cache anew, which relative positions allow (rotary, ALiBi), while GPT-2's
+#   learned absolute positions keep each token where it was; and the windows here hold at most
+#   128 tokens, against their 1,020.
 #
 # With the small random GPT-2 neither curve means anything: it has no sink to lose.
 #
