@@ -752,10 +752,24 @@ print(f"loaded into your TinyGPT in {time.perf_counter() - start:.1f} s: "
 print("head tied to the token embedding:", gpt2.out_head.weight is gpt2.tok_emb.weight)
 
 # %% [markdown]
+# Unit 08's model read characters. GPT-2 reads the pieces of byte-level BPE: a frequent word is one
+# token, a rarer one several, and a word's leading space belongs to its token (`' attention'`).
+# The vocabulary's last token, `<|endoftext|>` (id 50256), separates the documents of GPT-2's
+# training data; nothing in this unit puts it in front of a text. (The small random GPT-2's
+# stand-in tokenizer makes one token of each word instead.)
+
+# %%
+print([(i, tokenizer.decode([i])) for i in tokenizer.encode("The attention layer lets every token look back.")])
+print("<|endoftext|> is", tokenizer.encode("<|endoftext|>"))
+
+# %% [markdown]
 # Now the test that matters. Hugging Face's `transformers` has its own GPT-2, written by other
 # people from the same paper: `GPT2LMHeadModel`. Load the same state dict into it and feed both
-# models the same sentence. If your loader put every number in its place, the logits agree to
-# float32 rounding, about `1e-4` after twelve layers and a 50,257-way output.
+# models the same sentence. If your loader put every number in its place, the two agree up to
+# float32 rounding: the largest difference is about a millionth of the largest logit (the two
+# implementations add up in different orders, so not exactly 0), every position predicts the
+# same next token, and greedy decoding writes the same tokens as `GPT2LMHeadModel.generate`,
+# the test minGPT runs on its own loader.
 
 # %%
 sentence_ids = torch.tensor([tokenizer.encode("The attention layer lets every token look back at the tokens "
@@ -783,9 +797,32 @@ else:
         theirs = hf(sentence_ids).logits                                                 # (1, T, V)
         ours = gpt2(sentence_ids)[0]                                                     # (1, T, V)
     difference = (ours - theirs).abs().max().item()
+    same_next = (ours.argmax(dim=-1) == theirs.argmax(dim=-1)).float().mean().item()
     print(f"{sentence_ids.shape[1]} tokens; largest difference between your logits and GPT2LMHeadModel's: "
-          f"{difference:.2e} (float32 rounding: below 1e-4)")
+          f"{difference:.2e}, {difference / theirs.abs().max().item():.1e} of the largest logit (float32 "
+          f"rounding: about 1e-6 of it); the same next token at {same_next:.0%} of the positions")
+    start_ids = sentence_ids[:, :4]
+    with torch.no_grad():
+        their_greedy = hf.generate(start_ids, attention_mask=torch.ones_like(start_ids), max_new_tokens=12,
+                                   do_sample=False, pad_token_id=gpt_cfg.vocab_size - 1)
+    print("greedy tokens the same as GPT2LMHeadModel.generate's:",
+          torch.equal(generate(gpt2, start_ids, 12, temperature=0.0), their_greedy))
     del hf
+
+# %% [markdown]
+# What the proof rules out: a loader that forgets to transpose the square `attn.c_proj` loads
+# without a word of complaint. The cell below builds one (it transposes `c_proj` in the state
+# dict first, so that your loader's transpose undoes it) and measures what it costs.
+
+# %%
+forgetful = {name: (t.T if name.endswith("attn.c_proj.weight") else t) for name, t in state.items()}
+broken = load_gpt2(TinyGPT(gpt_cfg), forgetful).to(device).eval()
+with torch.no_grad():
+    right_logits, right_loss = gpt2(sentence_ids[:, :-1], targets=sentence_ids[:, 1:])
+    broken_logits, broken_loss = broken(sentence_ids[:, :-1], targets=sentence_ids[:, 1:])
+print(f"c_proj untransposed: largest difference from your logits {(broken_logits - right_logits).abs().max():.2e}; "
+      f"perplexity of the sentence {math.exp(broken_loss.item()):,.1f} against {math.exp(right_loss.item()):,.1f}")
+del broken, forgetful
 
 # %% [markdown]
 # ### Text, with and without the cache
@@ -794,7 +831,10 @@ else:
 # `generate_cached` feeds only the new token and keeps the keys and values of the others. Under
 # greedy decoding (temperature 0) both must write the same tokens. The cell times both on GPT-2
 # and on a model the size of unit 09's (width 64, 4 layers, context 64, random weights), with a
-# prompt of the same length and as many new tokens.
+# prompt of the same length and as many new tokens. It also samples one continuation with unit
+# 08's `sample_next_token` (temperature 0.8, top-p 0.9, seeded): greedy decoding takes the likeliest
+# token every time, and a small model falls into loops that way, since a phrase it has written
+# makes itself likelier.
 
 # %%
 def timed(fn, *args, **kwargs):
@@ -809,6 +849,9 @@ plain, plain_time = timed(generate, gpt2, prompt, new_tokens, temperature=0.0)
 cached, cached_time = timed(generate_cached, gpt2, prompt, new_tokens, temperature=0.0)
 print(repr(tokenizer.decode(plain[0].tolist())))
 print("generate and generate_cached wrote the same tokens:", torch.equal(plain, cached))
+sampled = generate(gpt2, prompt, new_tokens, temperature=0.8, top_p=0.9,
+                   generator=torch.Generator(device=device).manual_seed(0))
+print("sampled (temperature 0.8, top-p 0.9):", repr(tokenizer.decode(sampled[0].tolist())))
 
 torch.manual_seed(0)
 unit09 = TinyGPT(GPTConfig(vocab_size=29, context_length=64, emb_dim=64, num_heads=4, num_layers=4)).to(device).eval()
@@ -833,10 +876,14 @@ print("speed-up: " + ", ".join(f"{name} ×{value:.1f}" for name, value in speedu
 # %% [markdown]
 # Read your two speed-ups. On the tiny model most of each step's time is Python and PyTorch's
 # fixed cost per operation, the same with or without the cache, so removing the repeated work
-# saves little. On GPT-2 each step moves 124 million parameters through matrix products, and
-# feeding one token instead of twenty or more saves most of that work. (The largest single product, the
-# output head, `768 × 50,257`, runs once per step in both versions: `generate` keeps only the last
-# position's logits, but it computes them for every position.)
+# saves little. On GPT-2, without the cache, each step multiplies every position so far (6 to 25
+# here, 15 on average) through all 124 million parameters; with it, one position: about fifteen
+# times fewer operations. The measured speed-up is smaller, because a step also reads all the
+# weights from memory, about 500 MB, whatever it computes, and on a CPU that reading takes much
+# of the time: generating one token at a time is limited by memory as much as by arithmetic. (The
+# largest single product, the output head, `768 × 50,257`, runs once per step in both versions:
+# `generate` keeps only the last position's logits, but it computes them for every position.)
+# With the small random GPT-2, both bars compare two tiny models and say nothing about GPT-2.
 #
 # ### Perplexity: English against the same words shuffled
 #
