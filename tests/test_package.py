@@ -105,6 +105,16 @@ def test_the_wheel_holds_the_learners_code_and_no_grading(installed):
     assert scripts == ["[console_scripts]", "attention-course", "=", "attention_course.cli:main"]
 
 
+def test_the_lab_extra_brings_what_unit_10_proves_its_loader_with(installed):
+    """`pip install "attention_course-….whl[lab]"` installs transformers (unit 10's proof against
+    GPT2LMHeadModel) beside the Hugging Face packages that download and read GPT-2."""
+    wheel = zipfile.ZipFile(_course_wheel(installed))
+    metadata = wheel.read(next(n for n in wheel.namelist() if n.endswith(".dist-info/METADATA"))).decode()
+    lab = {re.split(r"[<>=!~ ;\[]", line.removeprefix("Requires-Dist: "))[0].lower()
+           for line in metadata.splitlines() if line.startswith("Requires-Dist: ") and "extra == \"lab\"" in line}
+    assert {"transformers", "huggingface-hub", "safetensors", "tokenizers"} <= {n.replace("_", "-") for n in lab}, lab
+
+
 def test_the_learners_entry_points_work_without_nbgrader_jupyterhub_or_psycopg(installed, tmp_path):
     """A learner's Python with the wheel and none of the instructors' packages: the launcher answers,
     every import path the notebooks use imports, and a self-check names a mistake."""

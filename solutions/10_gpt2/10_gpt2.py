@@ -33,11 +33,12 @@
 # **The download.** GPT-2's weights (`model.safetensors`, 548 MB) and its tokenizer
 # (`tokenizer.json`, 1.4 MB) come from the Hugging Face Hub once, into the Hugging Face cache
 # (`~/.cache/huggingface`); they need the packages `huggingface_hub`, `safetensors` and
-# `tokenizers`, which the course's `lab` extra installs. Without them, or offline, or under the
-# grader, the cell that loads GPT-2 says so in one line and everything below runs on a **small
-# GPT-2 with random weights** in the same format: every equality holds, but what it says and where
-# it looks mean nothing. The exercises never need the download. With GPT-2 small the notebook
-# takes about a minute and a half on a two-core laptop CPU.
+# `tokenizers`, and section 4's proof needs Hugging Face's own GPT-2, `transformers` (13.5 MB to
+# download, about 140 MB installed): the course's `lab` extra installs all four. Without them, or
+# offline, or under the grader, the cell that loads GPT-2 says so in one line and everything below
+# runs on a **small GPT-2 with random weights** in the same format: every equality holds, but what
+# it says and where it looks mean nothing. The exercises never need the download. With GPT-2 small
+# the notebook takes about a minute and a half on a two-core laptop CPU.
 
 # %% nbgrader={"grade": false, "grade_id": "install_course", "locked": true, "schema_version": 3, "solution": false, "task": false}
 # The self-checks come with the course's package. On a hosted notebook (Colab, a JupyterHub image)
