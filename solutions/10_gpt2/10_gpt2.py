@@ -615,6 +615,9 @@ def call_load_gpt2(state_dict, config, idx):
     loaded = load_gpt2(model, dict(state_dict))
     if loaded is not model:
         raise NotAsAsked(f"load_gpt2 must return the model it was given, loaded; it returned {type(loaded).__name__}")
+    if loaded.out_head.weight is not loaded.tok_emb.weight:   # tied means one Parameter, not equal values
+        raise NotAsAsked("the output head was not tied: model.out_head.weight must be the token embedding's "
+                         "Parameter itself (model.out_head.weight = model.tok_emb.weight), not a copy of its values")
     with torch.no_grad():
         return loaded.eval()(idx)[0]
 
@@ -660,9 +663,11 @@ def load_gpt2_mistakes(state_dict, config, idx):
         yield Mistake("c_attn was split along the wrong axis or interleaved: its 3E outputs are three "
                       "consecutive blocks of E (queries, keys, values), not a (q, k, v) triple per head or per "
                       "feature", logits(lambda name, t, regroup=regroup: regroup(t) if ".attn.c_attn." in name else t))
-    yield Mistake("the output head was not tied: out_head stayed as it was built; make model.out_head.weight the "
-                  "token embedding's parameter (model.out_head.weight = model.tok_emb.weight)",
+    yield Mistake("the final LayerNorm was not loaded: copy ln_f.weight and ln_f.bias into final_norm's scale and "
+                  "shift (every logit came out 0)",
                   torch.zeros(idx.shape[0], idx.shape[1], config["vocab_size"], dtype=torch.float64))
+    yield Mistake("the position embeddings were not loaded: copy wpe.weight into pos_emb.weight",
+                  logits(lambda name, t: torch.zeros_like(t) if name == "wpe.weight" else t))
 
     def norms_swapped(name, t):
         if ".ln_" in name or name.startswith("ln_f"):
