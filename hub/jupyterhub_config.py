@@ -16,6 +16,8 @@ sets: COURSE_HUB_STATE (the exchange and the hub's own database), COURSE_HUB_BIN
 import os
 from pathlib import Path
 
+from jupyterhub.auth import PAMAuthenticator
+
 from grader.checks.i18n import course_language
 from grader.classroom import hub
 
@@ -36,7 +38,16 @@ c.JupyterHub.db_url = f"sqlite:///{STATE / 'hub' / 'jupyterhub.sqlite'}"
 c.JupyterHub.cookie_secret_file = str(STATE / "hub" / "jupyterhub_cookie_secret")
 c.ConfigurableHTTPProxy.pid_file = str(STATE / "hub" / "proxy.pid")
 
-c.JupyterHub.authenticator_class = "pam"
+
+class ClassAuthenticator(PAMAuthenticator):
+    """PAM, and nobody the hub's admin (see below): an account made admin by an earlier version of
+    these settings loses it at its next login (PAM's own rule would leave it as it was)."""
+
+    def is_admin(self, handler, authentication):
+        return False
+
+
+c.JupyterHub.authenticator_class = ClassAuthenticator
 c.PAMAuthenticator.allowed_groups = {hub.LEARNERS, hub.INSTRUCTORS}
 c.PAMAuthenticator.open_sessions = False   # no login session per server: nothing to clean up after
 
