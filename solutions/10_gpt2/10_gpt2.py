@@ -486,14 +486,18 @@ print(f"... {len(example_state)} tensors in all")
 #   parameter as `model.tok_emb.weight`);
 # - raise a `ValueError` that names the first name the model needs and the state dict lacks, or
 #   the first tensor whose shape does not fit (in the checkpoint's order: `wte`, `wpe`, then
-#   block by block).
+#   block by block);
+# - after loading, raise a `ValueError` that names the first name of the state dict the model has
+#   no place for (besides the three it skips): a deeper checkpoint (`h.12.…`) into a 12-layer model
+#   must not load without a word.
 #
 # <details><summary>Hint</summary>
 #
 # Make a plain dictionary first, with the prefix removed from every name. Write one small helper
 # that fetches a name, checks it is there and has the shape you expect, and raises the
 # `ValueError` otherwise; then copy with `param.copy_(tensor)` inside `torch.no_grad()`, so the
-# model keeps its own parameters. `W.T` turns `(in, out)` into `(out, in)`.
+# model keeps its own parameters. `W.T` turns `(in, out)` into `(out, in)`. Let the helper note
+# each name it fetches: what is left at the end, less the skipped names, had no place.
 # <details><summary>More</summary>
 #
 # For `c_attn`, transpose first: `(E, 3E)` becomes `(3E, E)`, and `weight.split(E, dim=0)` gives
@@ -509,10 +513,11 @@ def load_gpt2(model: TinyGPT, state_dict: dict[str, torch.Tensor]) -> TinyGPT:
     Conv1D weights (in, out) are transposed into nn.Linear (out, in); c_attn holds queries, keys,
     values along its outputs; the mask buffers attn.bias / attn.masked_bias and lm_head.weight are
     not used; out_head is tied to tok_emb. Returns the model. ValueError naming the first missing
-    name or the first tensor of the wrong shape."""
+    name, the first tensor of the wrong shape, or the first name the model has no place for."""
     ### BEGIN SOLUTION
     stored = {name.removeprefix("transformer."): tensor for name, tensor in state_dict.items()}
     E = model.cfg.emb_dim
+    used = set()
 
     def fetch(name, shape):
         """The tensor `name`, of the stored shape `shape`."""
@@ -520,6 +525,7 @@ def load_gpt2(model: TinyGPT, state_dict: dict[str, torch.Tensor]) -> TinyGPT:
             raise ValueError(f"the state dict has no {name!r} (nor 'transformer.{name}')")
         if tuple(stored[name].shape) != tuple(shape):
             raise ValueError(f"{name!r} has shape {tuple(stored[name].shape)}; this model needs {tuple(shape)}")
+        used.add(name)
         return stored[name]
 
     def copy_linear(linear, name):
@@ -548,6 +554,10 @@ def load_gpt2(model: TinyGPT, state_dict: dict[str, torch.Tensor]) -> TinyGPT:
             copy_linear(block.ff.layers[0], h + "mlp.c_fc")
             copy_linear(block.ff.layers[2], h + "mlp.c_proj")
         copy_norm(model.final_norm, "ln_f")
+    skipped = ("lm_head.weight", ".attn.bias", ".attn.masked_bias")
+    unplaced = [name for name in stored if name not in used and not name.endswith(skipped)]
+    if unplaced:
+        raise ValueError(f"this model has no place for {unplaced[0]!r}: is the checkpoint deeper or bigger?")
     model.out_head.weight = model.tok_emb.weight                                     # tied: one matrix
     return model
     ### END SOLUTION
@@ -657,6 +667,12 @@ def load_gpt2_mistakes(state_dict, config, idx):
         yield Mistake("queries, keys and values came out of c_attn in the wrong order: its 3E outputs are the "
                       "queries, then the keys, then the values",
                       logits(lambda name, t, order=order: split_qkv(t, E, order) if ".attn.c_attn." in name else t))
+    for transposed in (False, True):    # (E, 3E) cut into 3 blocks of E/3 input rows, each read as (E, E)
+        yield Mistake("c_attn was split along its input dimension: as stored it is (E, 3E), Conv1D's (in, out), and the "
+                      "queries, keys and values are three blocks of its 3E outputs (transpose it, then split the rows; a reshape or view is not a transpose)",
+                      logits(lambda name, t, transposed=transposed: torch.cat(
+                          [b if transposed else b.T for b in t.reshape(3, E, E)], dim=-1)
+                          if name.endswith("attn.c_attn.weight") else t))
     per_head = lambda t: t.unflatten(-1, (H, 3, E // H)).transpose(-3, -2).flatten(-3)  # noqa: E731
     per_feature = lambda t: t.unflatten(-1, (E, 3)).transpose(-2, -1).flatten(-2)        # noqa: E731
     for regroup in (per_head, per_feature):
@@ -687,17 +703,20 @@ def load_gpt2_mistakes(state_dict, config, idx):
                   torch.full((idx.shape[0], idx.shape[1], config["vocab_size"]), float("nan"), dtype=torch.float64))
 
 
-def refusal_case(label, config, seed, drop=None, reshape=None, prefix=""):
-    state = random_state_dict(**config, seed=seed, prefix=prefix)
+def refusal_case(label, config, seed, drop=None, reshape=None, prefix="", deeper=False):
+    """A state dict `drop` is missing from, whose `reshape` = (name, shape) does not fit, or (`deeper`) that
+    has one block more than the model; `key` is the name the ValueError must give."""
+    state = random_state_dict(**dict(config, num_layers=config["num_layers"] + deeper), seed=seed, prefix=prefix)
     if drop:
         del state[prefix + drop]
     if reshape:
         name, shape = reshape
         state[prefix + name] = torch.zeros(shape)
-    return Case(label, state_dict=state, config=dict(config), key=drop or reshape[0])
+    key = f"h.{config['num_layers']}.ln_1.weight" if deeper else drop or reshape[0]
+    return Case(label, state_dict=state, config=dict(config), key=key, unplaced=deeper)
 
 
-def call_load_gpt2_refuses(state_dict, config, key):
+def call_load_gpt2_refuses(state_dict, config, key, unplaced):
     model = TinyGPT(GPTConfig(**config))
     try:
         load_gpt2(model, dict(state_dict))
@@ -706,14 +725,23 @@ def call_load_gpt2_refuses(state_dict, config, key):
     return "no error"
 
 
-def refusal_mistakes(key):
+def refusal_mistakes(key, unplaced):
+    if unplaced:
+        yield Mistake(f"load_gpt2 loaded a state dict with names the model has no place for, from {key!r} on (a "
+                      "deeper checkpoint than the model), without a word: after loading, raise a ValueError naming "
+                      "the first name you did not use (lm_head.weight and the attn.bias and attn.masked_bias "
+                      "buffers aside)", "no error")
+        yield Mistake(f"your ValueError does not name the first name the model has no place for ({key!r}): put it in "
+                      "the message", "a ValueError that does not name it")
+        return
     yield Mistake(f"load_gpt2 went on without a valid {key!r}: raise a ValueError naming it", "no error")
     yield Mistake(f"your ValueError does not name the tensor that is missing or of the wrong shape ({key!r}): put its "
                   "name in the message", "a ValueError that does not name it")
 
 
 def refusal_examples():
-    return [refusal_case("the tiny state dict without h.1.mlp.c_fc.bias", TINY, 0, drop="h.1.mlp.c_fc.bias")]
+    return [refusal_case("the tiny state dict without h.1.mlp.c_fc.bias", TINY, 0, drop="h.1.mlp.c_fc.bias"),
+            refusal_case("a tiny state dict of 3 blocks, loaded into the 2-block model", TINY, 0, deeper=True)]
 
 
 def refusal_cases(g):
@@ -722,7 +750,9 @@ def refusal_cases(g):
             refusal_case("a state dict whose wte.weight has one row too many", TINY, 2,
                          reshape=("wte.weight", (TINY["vocab_size"] + 1, TINY["emb_dim"]))),
             refusal_case("a state dict whose h.0.attn.c_attn.weight is (E, 2E)", TINY, 3,
-                         reshape=("h.0.attn.c_attn.weight", (TINY["emb_dim"], 2 * TINY["emb_dim"])))]
+                         reshape=("h.0.attn.c_attn.weight", (TINY["emb_dim"], 2 * TINY["emb_dim"]))),
+            refusal_case("a state dict with the transformer. prefix and one block more than the 1-block model",
+                         dict(TINY, num_layers=1), 4, prefix="transformer.", deeper=True)]
 
 
 run(Spec("load_gpt2", call_load_gpt2, load_gpt2_oracle, examples=load_gpt2_examples, cases=load_gpt2_cases,
@@ -836,12 +866,14 @@ del broken, forgetful
 #
 # Unit 08's `generate` runs the whole text through the model for every new token; unit 09's
 # `generate_cached` feeds only the new token and keeps the keys and values of the others. Under
-# greedy decoding (temperature 0) both must write the same tokens. The cell times both on GPT-2
-# and on a model the size of unit 09's (width 64, 4 layers, context 64, random weights), with a
-# prompt of the same length and as many new tokens. It also samples one continuation with unit
-# 08's `sample_next_token` (temperature 0.8, top-p 0.9, seeded): greedy decoding takes the likeliest
-# token every time, and a small model falls into loops that way, since a phrase it has written
-# makes itself likelier.
+# greedy decoding (temperature 0) both must write the same tokens. The prompt is a paragraph, not
+# a phrase: the longer the text before each new token, the more repeated work the cache can save.
+# The cell times both on GPT-2 and on a model the size of unit 09's (width 64, 4 layers, random
+# weights; its context stretched to 128 to take the prompt), with a prompt of the same length and
+# as many new tokens, and counts the positions each version sends through the blocks. It also
+# samples one continuation with unit 08's `sample_next_token` (temperature 0.8, top-p 0.9,
+# seeded): greedy decoding takes the likeliest token every time, and a small model falls into
+# loops that way, since a phrase it has written makes itself likelier.
 
 # %%
 def timed(fn, *args, **kwargs):
@@ -850,20 +882,34 @@ def timed(fn, *args, **kwargs):
     return result, time.perf_counter() - begin
 
 
-prompt = torch.tensor([tokenizer.encode("The attention layer of a transformer")], device=device)   # (1, T0)
-new_tokens = 6 if QUICK else 20
+CACHE_TEXT = "".join((
+    "Running the model is slower than it needs to be if it is done naively. To write one more token, ",
+    "the model would read the whole text again, although the keys and values of the earlier tokens ",
+    "have not changed. Keeping them in a cache turns a quadratic amount of work into a linear one. The ",
+    "cache has a price in memory, which grows with the length of the text, the number of layers and ",
+    "the width of the model, and for long texts it can outgrow the model itself.",
+))
+prompt = torch.tensor([tokenizer.encode(CACHE_TEXT)[:96]], device=device)                      # (1, T0)
+T0, new_tokens = prompt.shape[1], 6 if QUICK else 20
 plain, plain_time = timed(generate, gpt2, prompt, new_tokens, temperature=0.0)
 cached, cached_time = timed(generate_cached, gpt2, prompt, new_tokens, temperature=0.0)
-print(repr(tokenizer.decode(plain[0].tolist())))
+print(f"the prompt: {T0} tokens, ending {tokenizer.decode(prompt[0, -6:].tolist())!r}")
+print("greedy continuation:", repr(tokenizer.decode(plain[0, T0:].tolist())))
 print("generate and generate_cached wrote the same tokens:", torch.equal(plain, cached))
 sampled = generate(gpt2, prompt, new_tokens, temperature=0.8, top_p=0.9,
                    generator=torch.Generator(device=device).manual_seed(0))
-print("sampled (temperature 0.8, top-p 0.9):", repr(tokenizer.decode(sampled[0].tolist())))
+print("sampled (temperature 0.8, top-p 0.9):", repr(tokenizer.decode(sampled[0, T0:].tolist())))
+plain_positions = sum(T0 + step for step in range(new_tokens))    # generate: the whole text, every step
+cached_positions = T0 + new_tokens - 1                             # the prompt once, then one token a step
+print(f"positions through the blocks: {plain_positions:,} plain, {cached_positions:,} cached: "
+      f"×{plain_positions / cached_positions:.1f} fewer multiplications by the weights")
+print(f"weights read from memory at every step, cache or not: "
+      f"{sum(p.numel() * p.element_size() for p in gpt2.parameters()) / 1e6:,.1f} MB")
 
 torch.manual_seed(0)
-unit09 = TinyGPT(GPTConfig(vocab_size=29, context_length=64, emb_dim=64, num_heads=4, num_layers=4)).to(device).eval()
+unit09 = TinyGPT(GPTConfig(vocab_size=29, context_length=128, emb_dim=64, num_heads=4, num_layers=4)).to(device).eval()
 small_prompt = torch.randint(0, 29, prompt.shape, device=device)
-small_new = min(new_tokens, 64 - prompt.shape[1])
+small_new = new_tokens
 small_times = {"plain": [], "cached": []}
 for _ in range(1 if QUICK else 3):                              # a tiny model's times are short: take the median
     small_times["plain"].append(timed(generate, unit09, small_prompt, small_new, temperature=0.0)[1])
@@ -881,16 +927,18 @@ plt.show()
 print("speed-up: " + ", ".join(f"{name} ×{value:.1f}" for name, value in speedups.items()))
 
 # %% [markdown]
-# Read your two speed-ups. On the tiny model most of each step's time is Python and PyTorch's
-# fixed cost per operation, the same with or without the cache, so removing the repeated work
-# saves little. On GPT-2, without the cache, each step multiplies every position so far (6 to 25
-# here, 15 on average) through all 124 million parameters; with it, one position: about fifteen
-# times fewer operations. The measured speed-up is smaller, because a step also reads all the
-# weights from memory, about 500 MB, whatever it computes, and on a CPU that reading takes much
-# of the time: generating one token at a time is limited by memory as much as by arithmetic. (The
-# largest single product, the output head, `768 × 50,257`, runs once per step in both versions:
-# `generate` keeps only the last position's logits, but it computes them for every position.)
-# With the small random GPT-2, both bars compare two tiny models and say nothing about GPT-2.
+# Read your two speed-ups against the count of positions. Without the cache, each step sends the
+# whole text so far through all the blocks; with it, the prompt goes through once and then one
+# token a step, so the multiplications by the weights fall by the printed factor. The measured
+# time falls by less. Each step, cached or not, also reads every weight from memory, about
+# 500 MB for GPT-2 in float32, whatever it then computes; the cache saves arithmetic, not that
+# reading, and on a CPU the reading is a floor under every step. Generating one token at a time is
+# limited by memory bandwidth as much as by arithmetic, and the longer the text, the more the
+# arithmetic weighs. (`generate` also computes the output head, `768 × 50,257`, at every position,
+# though it keeps only the last one's logits.) On the tiny model most of each step's time is
+# Python and PyTorch's fixed cost per operation, the same with or without the cache, so removing
+# the repeated work saves little. With the small random GPT-2 of the offline run, both bars compare
+# two tiny models and say nothing about GPT-2.
 #
 # ### Perplexity: English against the same words shuffled
 #
@@ -1053,10 +1101,20 @@ def induction_mistakes(weights, period):
     yield Mistake("you measured the attention on position t - period, the earlier copy of the same token; an induction "
                   "head looks at the token that followed it, t - period + 1", diagonal_mean(w, period, period, 0))
     message = ("you included queries before position period: only from t = period on has the sequence repeated, "
-               "so average over t = period ... T - 1")
+               "so average over t = period ... T - 1 (torch.diagonal with offset 1 - period starts at query "
+               "period - 1: drop its first entry)")
     for first in range(0, period):
         yield Mistake(message, diagonal_mean(w, period, first, 1))
     queries = torch.arange(period, T)
+    on_pattern = w[..., queries, queries - period + 1].sum(dim=-1)
+    yield Mistake("you averaged over every position, dividing by T: TransformerLens's head detector scores so (its "
+                  "'mul' score, attention on the pattern over all attention, is that sum over T), but only the "
+                  "T - period queries of the second copy have a token to look for; average over those",
+                  on_pattern / T)
+    yield Mistake("you divided by the attention that is not on key 0, as TransformerLens's head detector does with "
+                  "exclude_bos: that makes a head's score depend on how much it rests on the first token; average "
+                  "the weights over the queries t = period ... T - 1",
+                  on_pattern / (T - w[..., 0].sum(dim=-1)))
     yield Mistake("you added the weights up over the queries; take their mean",
                   w[..., queries, queries - period + 1].sum(dim=-1))
     yield Mistake("you read weights[..., key, query]: the query is the second-to-last dimension, the key the last",
@@ -1208,11 +1266,7 @@ LONG_TEXT = "".join((
     "from seeing the answer. The loss is the mean surprise over all positions, and gradient descent ",
     "lowers it a little at every step. Nothing in this recipe mentions grammar, facts or style, yet ",
     "all of them appear, because each of them lowers the loss.\n\n",
-    "Running the model is slower than it needs to be if it is done naively. To write one more token, ",
-    "the model would read the whole text again, although the keys and values of the earlier tokens ",
-    "have not changed. Keeping them in a cache turns a quadratic amount of work into a linear one. The ",
-    "cache has a price in memory, which grows with the length of the text, the number of layers and ",
-    "the width of the model, and for long texts it can outgrow the model itself.\n\n",
+    CACHE_TEXT, "\n\n",
     "What the heads of a trained model do is partly known. Some look at the previous token. Some ",
     "find an earlier copy of the current token and look at what followed it. Some spread their ",
     "attention over everything. And many, in large models, put much of their attention on the very ",

@@ -24,12 +24,16 @@ _NORM = """        norm.scale.copy_(fetch(name + ".weight", norm.scale.shape))
         norm.shift.copy_(fetch(name + ".bias", norm.shift.shape))"""
 _TRANSPOSED = 'linear.weight.copy_(fetch(name + ".weight", linear.weight.shape[::-1]).T)'
 _TIE = "    model.out_head.weight = model.tok_emb.weight                                     # tied: one matrix\n"
+_UNPLACED = '''    if unplaced:
+        raise ValueError(f"this model has no place for {unplaced[0]!r}: is the checkpoint deeper or bigger?")
+'''
 _MISSING = '''        if name not in stored:
             raise ValueError(f"the state dict has no {name!r} (nor 'transformer.{name}')")'''
 
 MISTAKES = [
     Mistake("load_gpt2 transposes a Conv1D weight only where the shapes need it (not the square attn.c_proj)",
             LOAD, load(_TRANSPOSED, 'stored_w = stored[name + ".weight"]\n'
+                                    '        used.add(name + ".weight")\n'
                                     '        linear.weight.copy_(stored_w if stored_w.shape == linear.weight.shape '
                                     'else stored_w.T)'),
             "a Conv1D weight went in as stored"),
@@ -45,16 +49,23 @@ MISTAKES = [
             LOAD, load(_SPLIT, "weight.view(model.cfg.num_heads, 3, -1, E).transpose(0, 1).reshape(3, E, E), "
                                "bias.view(model.cfg.num_heads, 3, -1).transpose(0, 1).reshape(3, E)):"),
             "split along the wrong axis or interleaved"),
+    Mistake("load_gpt2 reshapes c_attn to (3E, E) instead of transposing it",
+            LOAD, load('weight = fetch(h + "attn.c_attn.weight", (E, 3 * E)).T',
+                       'weight = fetch(h + "attn.c_attn.weight", (E, 3 * E)).reshape(3 * E, E)'),
+            "split along its input dimension"),
     Mistake("load_gpt2 leaves the output head as it was built",
             LOAD, load(_TIE, ""), "the output head was not tied"),
     Mistake("load_gpt2 copies the token embedding's values into the output head instead of tying it",
             LOAD, load(_TIE, "    with torch.no_grad():\n        model.out_head.weight.copy_(model.tok_emb.weight)\n"),
             "not a copy of its values"),
+    # A loader that checks for names left over reports a forgotten tensor by its own ValueError, naming it; the
+    # three loaders that forget one below are written without that check.
     Mistake("load_gpt2 forgets the final LayerNorm",
-            LOAD, load('        copy_norm(model.final_norm, "ln_f")\n', ""), "the final LayerNorm was not loaded"),
+            LOAD, load('        copy_norm(model.final_norm, "ln_f")\n', "").replace(_UNPLACED, ""),
+            "the final LayerNorm was not loaded"),
     Mistake("load_gpt2 forgets the position embeddings",
-            LOAD, load('        model.pos_emb.weight.copy_(fetch("wpe.weight", model.pos_emb.weight.shape))\n', ""),
-            "the position embeddings were not loaded"),
+            LOAD, load('        model.pos_emb.weight.copy_(fetch("wpe.weight", model.pos_emb.weight.shape))\n', "")
+            .replace(_UNPLACED, ""), "the position embeddings were not loaded"),
     Mistake("load_gpt2 puts the LayerNorms' weight into shift and bias into scale",
             LOAD, load(_NORM, """        norm.scale.copy_(fetch(name + ".bias", norm.scale.shape))
         norm.shift.copy_(fetch(name + ".weight", norm.shift.shape))"""),
@@ -63,7 +74,8 @@ MISTAKES = [
             LOAD, load("                linear.bias.copy_(b)\n", ""), "biases were not copied"),
     Mistake("load_gpt2 copies no bias of any linear layer",
             LOAD, load("                linear.bias.copy_(b)\n", "")
-            .replace('        linear.bias.copy_(fetch(name + ".bias", linear.bias.shape))\n', ""),
+            .replace('        linear.bias.copy_(fetch(name + ".bias", linear.bias.shape))\n', "")
+            .replace(_UNPLACED, ""),
             "biases were not copied"),
     Mistake("load_gpt2 copies the stored attn.bias into the model's mask",
             LOAD, load('            copy_norm(block.norm1, h + "ln_1")\n',
@@ -78,6 +90,12 @@ MISTAKES = [
     Mistake("load_gpt2's ValueError does not say which tensor",
             LOAD, load(_MISSING, '        if name not in stored:\n            raise ValueError("a tensor is missing")'),
             "does not name the tensor"),
+    Mistake("load_gpt2 loads a deeper checkpoint without a word",
+            LOAD, load(_UNPLACED, ""), "names the model has no place for"),
+    Mistake("load_gpt2 counts the names left over, as nanoGPT does, and does not say which",
+            LOAD, load(_UNPLACED, '    if len(unplaced) > 0:\n'
+                                  '        raise ValueError(f"{len(unplaced)} tensors left over")\n'),
+            "does not name the first name the model has no place for"),
 
     Mistake("induction_scores looks at t - period, the earlier copy of the same token",
             IND, """
@@ -102,6 +120,29 @@ def induction_scores(weights, period):
     queries = torch.arange(period, weights.shape[-1])
     return weights[..., queries - period + 1, queries].mean(dim=-1)
 """, "the query is the second-to-last dimension"),
+    Mistake("induction_scores divides the second copy's weights by T, as TransformerLens's detector does",
+            IND, """
+def induction_scores(weights, period):
+    T = weights.shape[-1]
+    pattern = torch.zeros(T, T)
+    pattern[torch.arange(period, T), torch.arange(1, T - period + 1)] = 1
+    return (weights * pattern).sum(dim=(-2, -1)) / weights.sum(dim=(-2, -1))
+""", "you averaged over every position"),
+    Mistake("induction_scores normalises as TransformerLens's detector with exclude_bos",
+            IND, """
+def induction_scores(weights, period):
+    T = weights.shape[-1]
+    pattern = torch.zeros(T, T)
+    pattern[torch.arange(period, T), torch.arange(1, T - period + 1)] = 1
+    rest = weights.clone()
+    rest[..., 0] = 0
+    return (rest * pattern).sum(dim=(-2, -1)) / rest.sum(dim=(-2, -1))
+""", "exclude_bos"),
+    Mistake("induction_scores takes the mean of the whole diagonal, from query period - 1",
+            IND, """
+def induction_scores(weights, period):
+    return weights.diagonal(offset=1 - period, dim1=-2, dim2=-1).mean(dim=-1)
+""", "you included queries before position period"),
     Mistake("induction_scores averages over the layers instead of the queries",
             IND, """
 def induction_scores(weights, period):
@@ -134,9 +175,12 @@ ALTERNATIVES = [
 def load_gpt2(model, state_dict):
     params = {k[len("transformer."):] if k.startswith("transformer.") else k: v for k, v in state_dict.items()}
 
+    seen = set()
+
     def get(name):
         if name not in params:
             raise ValueError(f"missing key: {name}")
+        seen.add(name)
         return params[name]
 
     def assign(left, right, name):
@@ -171,6 +215,9 @@ def load_gpt2(model, state_dict):
         block.norm2.shift = assign(block.norm2.shift, get(p + "ln_2.bias"), p + "ln_2.bias")
     model.final_norm.scale = assign(model.final_norm.scale, get("ln_f.weight"), "ln_f.weight")
     model.final_norm.shift = assign(model.final_norm.shift, get("ln_f.bias"), "ln_f.bias")
+    for name in params:
+        if name not in seen and name != "lm_head.weight" and not name.endswith(("attn.bias", "attn.masked_bias")):
+            raise ValueError(f"unexpected key: {name}")
     model.out_head.weight = model.tok_emb.weight
     return model
 """),
@@ -197,6 +244,9 @@ def load_gpt2(model, state_dict):
                   theirs + "mlp.c_proj.weight": (ours + "ff.layers.2.weight", True),
                   theirs + "mlp.c_proj.bias": (ours + "ff.layers.2.bias", False),
                   theirs + "attn.c_attn.weight": (None, True), theirs + "attn.c_attn.bias": (None, False)}
+    extra = [key for key in sd if key not in names]
+    if extra:
+        raise ValueError(f"keys the model cannot take: {', '.join(extra)}")
     current = model.state_dict()
     new = {}
     for theirs, (ours, transpose) in names.items():
