@@ -85,7 +85,7 @@ def main() -> None:
               f"{os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f}")
         for name, env in configurations.items():
             keep = args.keep / f"{unit}-{args.language}-{name.replace(' ', '-')}.ipynb" if args.keep else None
-            seconds, peak = run(path, folder, {"MPLBACKEND": "Agg", **env}, keep)
+            seconds, peak = run(path, folder, env, keep)
             limit_s, limit_gb = BUDGET[name]
             memory = f", peak memory {peak:.2f} GB" + (f" (budget {limit_gb} GB)" if limit_gb else "")
             print(f"{name:9s}: {seconds:6.1f} s (budget {limit_s:.0f} s){memory}")
