@@ -1285,7 +1285,9 @@ print(f"{text.shape[1]} tokens; attention weights {tuple(text_maps.shape)}")
 # **Goal:** for attention weights of shape `(layers, heads, T, T)`, return a `(layers, heads)`
 # tensor: for each head, the mean weight that the queries at positions `4, 5, ..., T − 1` put on
 # position 0. The first four queries are left out: position 0 can only look at itself, and the
-# next few have so few keys that any head gives each of them a large share.
+# next few have so few keys that any head gives each of them a large share. (This four is the
+# exercise's own choice; it has nothing to do with the four first tokens that StreamingLLM keeps
+# in its cache, below.)
 #
 # <details><summary>Hint</summary>
 #
