@@ -11,6 +11,9 @@ from reference import student_notebook
 
 from grader import course, notebook
 
+pytestmark = pytest.mark.system
+
+
 
 def nbgrader_autograde(unit: str, notebooks: dict[str, object], course_root: Path,
                        language: str = "en") -> dict[str, dict[str, float]]:

@@ -11,9 +11,13 @@ import time
 from pathlib import Path
 
 import nbformat
+import pytest
 from reference import answers, student_notebook
 
 from grader import course, notebook
+
+pytestmark = pytest.mark.system
+
 
 UNIT = "01_dot_product"
 

@@ -33,6 +33,7 @@ UNITS = sorted(p.name for p in (ROOT / "notebooks").iterdir() if p.is_dir())
 playwright = pytest.importorskip("playwright.sync_api",
                                  reason="the browser test needs Playwright: pip install -e '.[test]'")
 pytestmark = [
+    pytest.mark.system,
     pytest.mark.skipif(CHROMIUM is None, reason="Chromium is not installed (Debian: apt-get install chromium); the "
                                                 "browser test drives the system's Chromium and never downloads one"),
     pytest.mark.xdist_group("end-to-end"),

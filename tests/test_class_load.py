@@ -20,7 +20,7 @@ from reference import answers, student_notebook
 
 from grader import course
 
-pytestmark = pytest.mark.xdist_group("end-to-end")
+pytestmark = [pytest.mark.system, pytest.mark.xdist_group("end-to-end")]
 LEARNERS = 20
 MISTAKE = u01.MISTAKES[0]
 FULL = 5

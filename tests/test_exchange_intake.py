@@ -24,7 +24,8 @@ from grader.classroom import hub
 UNIT = "01_dot_product"
 EARLY, LATE = "2026-11-01 10:00:00.000000 UTC", "2026-11-02 10:00:00.000000 UTC"
 
-pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="gives files to other accounts: needs root")
+pytestmark = [pytest.mark.system,
+              pytest.mark.skipif(os.geteuid() != 0, reason="gives files to other accounts: needs root")]
 
 
 def _account(name: str) -> int:

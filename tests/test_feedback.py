@@ -79,6 +79,7 @@ def test_every_formula_of_the_course_becomes_mathml():
     assert failed == []
 
 
+@pytest.mark.system
 @pytest.mark.skipif(CHROMIUM is None, reason="Chromium is not installed (Debian: apt-get install chromium)")
 def test_opened_from_disk_offline_the_mistake_wraps_and_the_maths_is_drawn(tmp_path):
     playwright = pytest.importorskip("playwright.sync_api", reason="needs Playwright: pip install -e '.[test]'")

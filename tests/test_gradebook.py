@@ -22,7 +22,7 @@ CHECKS = ["u01_dot_product_check", "u01_attention_scores_for_check",
           "u01_similarity_matrix_check", "u01_cosine_similarity_matrix_check"]
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.system)])
 def db_url(request, tmp_path):
     """A fresh, empty gradebook: a SQLite file, or a new database on the session's server."""
     if request.param == "sqlite":
@@ -155,6 +155,7 @@ def test_several_processes_at_once_lose_nothing(db_url, tmp_path):
                     sorted(zip(CHECKS, [1.0, float(n % 2), 1.0, 2.0])), student
 
 
+@pytest.mark.system
 @pytest.mark.parametrize("driver", ["psycopg", "psycopg2"])
 def test_either_postgres_driver_reaches_the_gradebook(driver, postgres_database, tmp_path):
     """pyproject's postgres extra installs both drivers SQLAlchemy may pick for postgresql://

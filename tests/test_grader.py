@@ -16,7 +16,7 @@ from reference import answers, student_notebook
 from grader import course, notebook
 
 # One worker runs the whole module, so its fixture (grading the class) is built once.
-pytestmark = pytest.mark.xdist_group("test_grader")
+pytestmark = [pytest.mark.system, pytest.mark.xdist_group("test_grader")]
 
 UNIT = "01_dot_product"
 FULL = 5.0

@@ -53,6 +53,7 @@ FULL = 5
 playwright = pytest.importorskip("playwright.sync_api", reason="needs Playwright: pip install -e '.[test]'")
 pytest.importorskip("jupyterhub", reason="needs JupyterHub: pip install -e '.[hub]'")
 pytestmark = [
+    pytest.mark.system,
     pytest.mark.xdist_group("end-to-end"),
     pytest.mark.skipif(CHROMIUM is None, reason="Chromium is not installed (Debian: apt-get install chromium)"),
     pytest.mark.skipif(shutil.which("configurable-http-proxy") is None,

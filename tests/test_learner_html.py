@@ -17,6 +17,9 @@ from traitlets.config import Config
 
 from grader import course
 
+pytestmark = pytest.mark.system
+
+
 ROOT = Path(__file__).resolve().parent.parent
 CHROMIUM = os.environ.get("CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
 UNIT = "01_dot_product"

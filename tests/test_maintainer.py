@@ -12,8 +12,12 @@ import sys
 from pathlib import Path
 
 import nbformat
+import pytest
 
 from grader import course, notebook
+
+pytestmark = pytest.mark.system
+
 
 UNIT = "01_dot_product"
 

@@ -24,7 +24,7 @@ from reference import answers, student_notebook
 from grader import course
 
 # One worker runs the whole module, so its fixture (an account and its graded class) is built once.
-pytestmark = pytest.mark.xdist_group("test_nonroot")
+pytestmark = [pytest.mark.system, pytest.mark.xdist_group("test_nonroot")]
 
 UNIT = "01_dot_product"
 FULL = 5.0

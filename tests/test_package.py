@@ -26,7 +26,7 @@ from tests.helpers import NOT_CLONED, environment_with_our_dependencies
 from tests.reference import fill_answers
 
 # One worker runs the whole module, so its fixture (a fresh virtual environment with the wheel) is built once.
-pytestmark = pytest.mark.xdist_group("test_package")
+pytestmark = [pytest.mark.system, pytest.mark.xdist_group("test_package")]
 
 ROOT = Path(__file__).resolve().parent.parent
 

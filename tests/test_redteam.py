@@ -43,7 +43,7 @@ from grader.grading import sandbox
 # Without the sandbox these submissions would really write into the repository, read the
 # solutions and fork-bomb the machine: the red team runs only where bubblewrap works.
 # One worker runs the whole module, so its fixture (grading the whole red team) is built once.
-pytestmark = [pytest.mark.skipif(not sandbox.confinement().command,
+pytestmark = [pytest.mark.system, pytest.mark.skipif(not sandbox.confinement().command,
                                  reason="bubblewrap is not installed or does not work here (apt-get install "
                                         "bubblewrap): hostile submissions are not run unconfined"),
               pytest.mark.xdist_group("test_redteam")]

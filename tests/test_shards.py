@@ -10,6 +10,9 @@ import pytest
 from grader import cli
 from grader.grading.submissions import submissions
 
+pytestmark = pytest.mark.system
+
+
 SCHEDULER = ("SLURM_ARRAY_TASK_ID", "SLURM_ARRAY_TASK_MIN", "SLURM_ARRAY_TASK_STEP", "SLURM_ARRAY_TASK_COUNT",
              "JOB_COMPLETION_INDEX")
 

@@ -28,7 +28,7 @@ from grader.grading import gradebook
 from grader.grading.results import NotebookResult
 from grader.grading.submissions import in_shard
 
-pytestmark = pytest.mark.xdist_group("slurm")
+pytestmark = [pytest.mark.system, pytest.mark.xdist_group("slurm")]
 
 SCRIPT = course.ROOT / "cluster" / "grade-class.sbatch"
 UNITS = list(graded.WITH_MISTAKES)   # 01_dot_product and 05_causal_masking
