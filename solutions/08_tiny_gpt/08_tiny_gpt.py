@@ -1172,6 +1172,7 @@ from grader.selfcheck import check
 check("train_step")
 ### BEGIN HIDDEN TESTS
 import math
+import types
 
 import torch
 import torch.nn.functional as F
@@ -1212,22 +1213,30 @@ def train_step_cases(g):
 def call_train_step(state, x, y, lr, max_norm, steps, stale):
     """(the losses train_step returned, the parameters after the steps)"""
     class ToyLM(torch.nn.Module):
-        """logits = tanh(embedding) @ out; returns (logits, loss) like TinyGPT."""
+        """logits = tanh(token embedding) @ out_head, with TinyGPT's attributes (cfg, tok_emb, pos_emb, drop_emb,
+        blocks, final_norm, out_head); returns (logits, loss) like TinyGPT."""
 
         def __init__(self):
             super().__init__()
-            self.emb, self.out = torch.nn.Parameter(state["emb"].clone()), torch.nn.Parameter(state["out"].clone())
+            (v, d), c = state["emb"].shape, 8
+            self.cfg = types.SimpleNamespace(vocab_size=v, context_length=c, emb_dim=d, num_heads=1, num_layers=0,
+                                             dropout=0.0, qkv_bias=False)
+            self.tok_emb = torch.nn.Embedding.from_pretrained(state["emb"].clone(), freeze=False)
+            self.out_head = torch.nn.Linear(d, v, bias=False)
+            self.out_head.weight = torch.nn.Parameter(state["out"].clone().T)      # (v, d), a view of (d, v)
+            self.pos_emb = torch.nn.Embedding(c, d).requires_grad_(False)          # not used: no position here
+            self.drop_emb, self.blocks, self.final_norm = torch.nn.Identity(), torch.nn.Sequential(), torch.nn.Identity()
 
         def forward(self, idx, targets=None):
             self.without_targets = self.without_targets or targets is None
-            logits = torch.tanh(self.emb[idx]) @ self.out
+            logits = torch.tanh(self.tok_emb.weight[idx]) @ self.out_head.weight.T
             loss = None if targets is None else F.cross_entropy(logits.flatten(0, 1), targets.reshape(-1))
             return logits, loss
 
     model = ToyLM()
     model.without_targets = False
     if stale is not None:                   # gradients left by an earlier backward(): they must not enter the step
-        model.emb.grad, model.out.grad = stale["emb"].clone(), stale["out"].clone()
+        model.tok_emb.weight.grad, model.out_head.weight.grad = stale["emb"].clone(), stale["out"].clone().T
     optimizer = torch.optim.SGD(model.parameters(), lr=lr)
     options, losses = ({} if max_norm is None else {"max_norm": max_norm}), []   # no max_norm: the default
     for _ in range(steps):
@@ -1242,7 +1251,8 @@ def call_train_step(state, x, y, lr, max_norm, steps, stale):
             raise NotAsAsked(f"train_step must return the loss as a Python float (use .item()), not a "
                              f"{type(loss).__name__}")
         losses.append(float(loss))
-    return torch.tensor(losses), torch.cat([model.emb.detach().flatten(), model.out.detach().flatten()])
+    return torch.tensor(losses), torch.cat([model.tok_emb.weight.detach().flatten(),
+                                            model.out_head.weight.detach().T.flatten()])
 
 
 def train_step_reference(state, x, y, lr, max_norm, steps, stale=None, zero=True, zero_first=True, clip=True,
@@ -2100,24 +2110,31 @@ def call_generate(state, context_length, prompt, n, train, seed):
             return h * (torch.rand(h.shape, generator=self.noise) > 0.5) * 2.0 if self.training else h
 
     class ToyModel(torch.nn.Module):
-        """A small causal language model: running mean of token + position vectors, dropout, then a head."""
+        """A small causal language model with TinyGPT's attributes (cfg, tok_emb, pos_emb, drop_emb, blocks,
+        final_norm, out_head): a running mean of token + position vectors in place of the blocks, then a head."""
 
         def __init__(self):
             super().__init__()
-            self.emb, self.pos, self.head = (torch.nn.Parameter(state[k].clone()) for k in ("emb", "pos", "head"))
-            self.cfg = types.SimpleNamespace(vocab_size=state["emb"].shape[0], context_length=context_length)
-            self.drop = ToyDropout(torch.Generator().manual_seed(seed))
+            (v, d), c = state["emb"].shape, context_length
+            self.cfg = types.SimpleNamespace(vocab_size=v, context_length=c, emb_dim=d, num_heads=1, num_layers=0,
+                                             dropout=0.5, qkv_bias=False)
+            self.tok_emb = torch.nn.Embedding.from_pretrained(state["emb"].clone(), freeze=False)
+            self.pos_emb = torch.nn.Embedding.from_pretrained(state["pos"][:c].clone(), freeze=False)  # (C, d)
+            self.drop_emb = ToyDropout(torch.Generator().manual_seed(seed))
+            self.blocks, self.final_norm = torch.nn.Sequential(), torch.nn.Identity()
+            self.out_head = torch.nn.Linear(d, v, bias=False)
+            self.out_head.weight = torch.nn.Parameter(state["head"].clone().T)     # (v, d), a view of (d, v)
             self.seen = []
 
         def forward(self, idx, targets=None):
             t = idx.shape[1]
-            if t > context_length:
+            if t > self.cfg.context_length:
                 raise ValueError(f"the model got {t} tokens but its context_length is {context_length}: "
                                  "crop the input to the last model.cfg.context_length tokens")
-            self.seen.append((self.training, self.drop.training, torch.is_grad_enabled()))
-            h = self.emb[idx] + self.pos[:t]
-            h = self.drop(h.cumsum(1) / torch.arange(1, t + 1, dtype=h.dtype)[:, None])
-            return torch.tanh(h) @ self.head, None
+            self.seen.append((self.training, self.drop_emb.training, torch.is_grad_enabled()))
+            h = self.tok_emb.weight[idx] + self.pos_emb.weight[:t]
+            h = self.drop_emb(h.cumsum(1) / torch.arange(1, t + 1, dtype=h.dtype)[:, None])
+            return torch.tanh(self.final_norm(self.blocks(h))) @ self.out_head.weight.T, None
 
     model = ToyModel().train(train)
     try:
@@ -2130,7 +2147,8 @@ def call_generate(state, context_length, prompt, n, train, seed):
     saw_grad = any(gr for _, _, gr in model.seen)
     saw_train = ("layers" if any(layer and not top for top, layer, _ in model.seen)
                  else any(top and layer for top, layer, _ in model.seen))
-    mode_after = model.training if model.training == model.drop.training else (model.training, model.drop.training)
+    mode_after = (model.training if model.training == model.drop_emb.training
+                  else (model.training, model.drop_emb.training))
     model.eval()
     greedy = generate(model, prompt.clone(), n, temperature=0.0)
     top1 = generate(model, prompt.clone(), n, temperature=1.0, top_k=1)
@@ -2216,13 +2234,20 @@ def call_generate_probs(table, prompt, temperature):
     """softmax(logits / temperature) of the logits and the temperature generate passed to sample_next_token at its
     first step: the distribution a right sample_next_token draws from"""
     class Bigram(torch.nn.Module):
+        """Logits from the last token alone, with TinyGPT's attributes (the table is tok_emb)."""
+
         def __init__(self):
             super().__init__()
-            self.table = torch.nn.Parameter(table.clone())
-            self.cfg = types.SimpleNamespace(vocab_size=table.shape[0], context_length=8)
+            v = table.shape[0]
+            self.cfg = types.SimpleNamespace(vocab_size=v, context_length=8, emb_dim=v, num_heads=1, num_layers=0,
+                                             dropout=0.0, qkv_bias=False)
+            self.tok_emb = torch.nn.Embedding.from_pretrained(table.clone(), freeze=False)
+            self.pos_emb = torch.nn.Embedding(8, v)
+            self.drop_emb, self.blocks = torch.nn.Identity(), torch.nn.Sequential()
+            self.final_norm, self.out_head = torch.nn.Identity(), torch.nn.Identity()
 
         def forward(self, idx, targets=None):
-            return self.table[idx], None                       # (B, T, V)
+            return self.tok_emb.weight[idx], None                 # (B, T, V)
 
     passed, scope = [], inspect.unwrap(generate).__globals__    # the notebook's names, as generate sees them
     sampler = scope.get("sample_next_token")

@@ -800,6 +800,10 @@ def generate(model, idx, max_new_tokens, temperature=1.0, top_k=None, top_p=None
         model.train()
     return idx
 """),
+    Alternative("generate reading the context length from the position embedding's rows", GEN,
+                generator_code(crop="idx[:, -model.pos_emb.num_embeddings:]")),
+    Alternative("generate reading the context length from pos_emb.weight's shape", GEN,
+                generator_code(crop="idx[:, -model.pos_emb.weight.shape[0]:]")),
     Alternative("generate collecting tokens in a list, inference_mode", GEN, """
 def generate(model, idx, max_new_tokens, temperature=1.0, top_k=None, top_p=None, generator=None):
     previous = model.training
