@@ -167,3 +167,26 @@ def test_an_error_value_of_another_form_reads_plainly():
     assert error_message({"__error__": "ValueError: no", "where": 5, "line": "3"}) == "it raised ValueError: no"
     assert failure_text("f", "one", error_message({"__error__": "NotImplementedError", "where": ["x"]})) == \
         "f: not written yet: replace `raise NotImplementedError()` with your code, then run that cell (Shift+Enter)"
+
+
+def test_values_two_mistakes_share_name_both_and_a_case_that_tells_them_apart_wins():
+    """Where two known mistakes give the same values, naming one alone could name a mistake the
+    learner did not make: the message names both. Over several cases, a case that names one
+    mistake alone is reported first."""
+    from grader.checks.compare import Several
+    from grader.checks.spec import Case, Spec, judge_all
+
+    one = torch.ones(1, 1)
+    message = tensor_message(one, torch.tensor([[2.0]]), [Mistake("you took a softmax", one),
+                                                          Mistake("you took cosine similarities", one)])
+    assert isinstance(message, Several)
+    assert "you took a softmax" in message and "you took cosine similarities" in message
+
+    def mistakes(x):
+        yield Mistake("you took a softmax", torch.softmax(x, dim=-1))
+        yield Mistake("you took cosine similarities", x / x.norm(dim=-1, keepdim=True))
+
+    spec = Spec("f", lambda x: x, lambda x: x, examples=lambda: [], mistakes=mistakes)
+    cases = [Case("T = 1", x=torch.tensor([[3.0]])), Case("T = 2", x=torch.tensor([[3.0, 1.0], [0.5, 2.0]]))]
+    verdict = judge_all(spec, cases, [torch.softmax(c.fields["x"].double(), dim=-1) for c in cases])
+    assert verdict[1] == "you took a softmax" and "T = 2" in verdict[0]

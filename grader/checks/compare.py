@@ -115,6 +115,21 @@ class NotWritten(str):
         return message
 
 
+class Several(str):
+    """The message for values that more than one known mistake gives: it names each of them, since
+    naming one alone could name a mistake the learner did not make."""
+
+
+def named_mistake(matching: Iterable[str]) -> str | None:
+    """The message of the known mistakes whose values the learner's result has: the one message, or
+    one that names them all when different mistakes give the same values; None for none."""
+    found = list(dict.fromkeys(matching))
+    if len(found) <= 1:
+        return found[0] if found else None
+    return Several(say("more than one mistake gives exactly these values; yours is one of them: {mistakes}",
+                       mistakes=" ".join(f"({i}) {message}" for i, message in enumerate(found, 1))))
+
+
 def error_message(got: Any) -> str | None:
     """The message for a result that is an error raised by the learner's code (see
     `spec.error_value`): where it was raised, worded in the learner's language."""
@@ -160,10 +175,10 @@ def tensor_message(got: Any, want: torch.Tensor, mistakes: Mistakes = (),
         return say("expected a torch tensor of shape {shape}, got {got}", shape=_shape(want), got=describe(got))
     if g.is_complex() or g.dtype == torch.bool:
         return say("expected a floating-point tensor, got dtype {dtype}", dtype=str(g.dtype).replace("torch.", ""))
-    for message, value in mistakes:
-        mv = _as_tensor(value)
-        if mv is not None and close(g, mv, tol) and not close(mv, want, tol):
-            return message
+    known = named_mistake(message for message, value in mistakes
+                          if (mv := _as_tensor(value)) is not None and close(g, mv, tol) and not close(mv, want, tol))
+    if known:
+        return known
     if _shape(g) != _shape(want):
         hint = ""
         if g.dim() == want.dim() + 1:
@@ -188,9 +203,9 @@ def exact_message(got: Any, want: Any, mistakes: Mistakes = ()) -> str | None:
     """For ints, bools, strings, lists and integer tensors: equality, with mistakes named."""
     if error_message(got):
         return error_message(got)
-    for message, value in mistakes:
-        if _equal(got, value) and not _equal(value, want):
-            return message
+    known = named_mistake(message for message, value in mistakes if _equal(got, value) and not _equal(value, want))
+    if known:
+        return known
     if _equal(got, want):
         return None
     return say("expected {want}, got {got}", want=describe(want), got=describe(got))
@@ -265,7 +280,7 @@ class Tuple(Tensor):
             known = _part(mistakes, i)
             msg = tensor_message(g, w, known, self.steps)
             if msg:  # a known mistake, or code not written yet, says it all; another message names the part
-                named = msg in {m.message for m in known} or isinstance(msg, NotWritten)
+                named = msg in {m.message for m in known} or isinstance(msg, (NotWritten, Several))
                 return msg if named else say("{part}: {message}", part=self.part(i), message=msg)
         return None
 
@@ -291,9 +306,10 @@ class Float:
                        got=describe(got))
         if not math.isfinite(got):
             return say("expected a finite number, got {got}", got=got)
-        for message, value in mistakes:
-            if abs(got - value) <= self.rel * abs(value) and abs(value - want) > self.rel * abs(want):
-                return message
+        known = named_mistake(message for message, value in mistakes
+                              if abs(got - value) <= self.rel * abs(value) and abs(value - want) > self.rel * abs(want))
+        if known:
+            return known
         if abs(got - want) <= self.rel * abs(want):
             return None
         return say("expected about {want:.4g}, got {got:.4g}", want=want, got=got)
@@ -312,9 +328,10 @@ class Frequencies:
         if not isinstance(got, torch.Tensor) or _shape(got) != _shape(want):
             return say("expected counts of shape {shape}, got {got}", shape=_shape(want), got=describe(got))
         freq = got.double() / got.double().sum(-1, keepdim=True).clamp_min(1)
-        for message, value in mistakes:
-            if _shape(value) == _shape(want) and _tv(freq, value) <= self.max_tv and _tv(value, want) > 2 * self.max_tv:
-                return message
+        known = named_mistake(message for message, value in mistakes if _shape(value) == _shape(want)
+                              and _tv(freq, value) <= self.max_tv and _tv(value, want) > 2 * self.max_tv)
+        if known:
+            return known
         drawn_impossible = (got > 0) & (want == 0)
         if drawn_impossible.any():
             token = drawn_impossible.nonzero()[0].tolist()

@@ -32,7 +32,7 @@ from typing import Any
 import torch
 
 from . import wire
-from .compare import Exact, Float, Frequencies, Judge, Mistake, NotWritten, Number, Numpy, Tensor, Tuple
+from .compare import Exact, Float, Frequencies, Judge, Mistake, NotWritten, Number, Numpy, Several, Tensor, Tuple
 from .i18n import say
 from .wire import to_plain
 
@@ -225,16 +225,19 @@ def _failure(spec: Spec, case: Case, got: Any) -> tuple[str, str | None] | None:
     message = spec.judge(got, want, mistakes)
     if message is None:
         return None
-    return failure_text(spec.name, case.label, message), message if message in {m.message for m in mistakes} else None
+    named = message in {m.message for m in mistakes} or isinstance(message, Several)
+    return failure_text(spec.name, case.label, message), message if named else None
 
 
 def judge_all(spec: Spec, cases: list[Case], results: list[Any]) -> tuple[str, str | None] | None:
     """The verdict over all cases: None when all pass; else (message, mistake) for the first
-    failure that names a known mistake, or failing that the first failure (mistake None)."""
+    failure that names one known mistake, or failing that one that names several (a case where
+    different mistakes give the same values), or the first failure (mistake None)."""
     failures = [f for f in (_failure(spec, c, r) for c, r in zip(cases, results)) if f]
     if not failures:
         return None
-    return next((f for f in failures if f[1]), failures[0])
+    return next((f for f in failures if f[1] and not isinstance(f[1], Several)),
+                next((f for f in failures if f[1]), failures[0]))
 
 
 # --- running specs ---------------------------------------------------------------------------

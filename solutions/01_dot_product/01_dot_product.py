@@ -293,6 +293,10 @@ def scores_mistakes(query, inputs):
     query, inputs = query.double(), inputs.double()
     yield Mistake("you computed cosine similarities (divided by the lengths); attention scores are plain dot products",
                   (inputs @ query) / (inputs.norm(dim=-1) * query.norm()))
+    yield Mistake("you divided the scores by √d: that scale is unit 04's subject; here the scores are the plain dot "
+                  "products", (inputs @ query) / inputs.shape[-1] ** 0.5)
+    yield Mistake("you applied a softmax to the scores: this exercise asks for the plain dot products; turning them "
+                  "into weights that add up to 1 is unit 02's step", torch.softmax(inputs @ query, dim=-1))
     if inputs.shape[0] > 1:
         yield Mistake("you used a fixed row of `inputs` as the query instead of the `query` argument", inputs @ inputs[1])
         yield Mistake("you returned one score, the last row's: keep the score of every row (collect them, then "
@@ -401,6 +405,12 @@ def similarity_mistakes(inputs):
     yield Mistake("you computed inputs.T @ inputs, which compares the embedding dimensions (d, d), not the tokens "
                   "(T, T)", inputs.T @ inputs)
     yield Mistake("you computed cosine similarities; this exercise asks for plain dot products", unit @ unit.T)
+    yield Mistake("you applied a softmax to each row: this exercise asks for the plain dot products, not attention "
+                  "weights (the softmax is unit 02's step)", torch.softmax(full, dim=-1))
+    yield Mistake("you applied a softmax down each column: this exercise asks for the plain dot products, not "
+                  "attention weights (the softmax is unit 02's step)", torch.softmax(full, dim=0))
+    yield Mistake("you divided the similarities by √d: that scale is unit 04's subject; here they are the plain dot "
+                  "products", full / inputs.shape[-1] ** 0.5)
     if inputs.shape[0] == inputs.shape[1]:
         yield Mistake("you computed inputs @ inputs, without the transpose: entry [i, j] is row i dotted with row j, "
                       "so the right factor is inputs.T", inputs @ inputs)

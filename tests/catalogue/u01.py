@@ -29,6 +29,22 @@ def attention_scores_for(query, inputs):
 def attention_scores_for(query, inputs):
     return (inputs @ query) / (inputs.norm(dim=-1) * query.norm())
 """, "cosine similarities"),
+    Mistake("scores scaled by √d, as in scaled dot-product attention", S, """
+def attention_scores_for(query, inputs):
+    return inputs @ query / inputs.shape[-1] ** 0.5
+""", "by √d"),
+    Mistake("scores turned into weights by a softmax", S, """
+def attention_scores_for(query, inputs):
+    return torch.softmax(inputs @ query, dim=0)
+""", "you applied a softmax to the scores"),
+    Mistake("a softmax over each row of the similarities", M, """
+def similarity_matrix(inputs):
+    return torch.softmax(inputs @ inputs.T, dim=-1)
+""", "you applied a softmax to each row"),
+    Mistake("similarities scaled by √d", M, """
+def similarity_matrix(inputs):
+    return inputs @ inputs.T / inputs.shape[1] ** 0.5
+""", "by √d"),
     Mistake("inputs.T @ inputs", M, """
 def similarity_matrix(inputs):
     return inputs.T @ inputs
