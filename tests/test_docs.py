@@ -157,3 +157,21 @@ def test_every_grader_module_the_docs_name_exists():
                 if not (ROOT / package / f"{module}.py").exists() and not (ROOT / package / module).is_dir():
                     missing.append(f"{page.relative_to(ROOT)}: {package}.{module}")
     assert missing == []
+
+
+def test_the_source_distribution_carries_what_its_pages_link_to(tmp_path):
+    """The sdist (PyPI's page of the README, a learner who unpacks it) holds every file, picture
+    and guide that README.md and docs/*.md link to (MANIFEST.in)."""
+    import subprocess
+    import sys
+    import tarfile
+
+    (tmp_path / "egg").mkdir()   # a fresh file list: an installed checkout's egg-info would add its own
+    subprocess.run([sys.executable, "setup.py", "-q", "egg_info", "--egg-base", str(tmp_path / "egg"),
+                    "sdist", "-d", str(tmp_path / "dist")], cwd=ROOT, check=True, capture_output=True)
+    with tarfile.open(next((tmp_path / "dist").glob("*.tar.gz"))) as archive:
+        archive.extractall(tmp_path / "unpacked", filter="data")
+    root = next((tmp_path / "unpacked").iterdir())
+    pages = [root / "README.md", *sorted((root / "docs").glob("*.md"))]
+    assert len(pages) == len(PAGES), [p.name for p in pages]
+    assert [problem for page in pages for problem in link_problems(page, root)] == []

@@ -21,6 +21,10 @@ MISTAKE = ("Grader: \u2717 dot_product: you computed the cosine similarity (divi
            "is not normalised (case: Your \u00b7 journey) (0/1) " + "and more words " * 12)
 
 
+LONG_INPUT = ("scores = torch.stack([dot_product(query_vector_of_the_second_token, every_row_of_the_inputs) "
+              "for every_row_of_the_inputs in inputs_of_the_six_token_sentence_given_above])  # one long line")
+
+
 def feedback_page(tmp_path: Path) -> Path:
     """A feedback page as generate_feedback writes it with the course's nbgrader_config.py: a
     paragraph with inline and display maths, and a self-check's output with one long line."""
@@ -34,6 +38,7 @@ def feedback_page(tmp_path: Path) -> Path:
     nb = nbformat.v4.new_notebook(cells=[
         nbformat.v4.new_markdown_cell("Its scores are the dot products of $x^{(2)}$ with every row:\n\n"
                                       "$$a \\cdot b = \\sum_{i=1}^{d} a_i\\, b_i .$$"),
+        nbformat.v4.new_code_cell(LONG_INPUT),
         nbformat.v4.new_code_cell('check("dot_product")', outputs=[
             nbformat.v4.new_output("stream", name="stdout", text=MISTAKE + "\n")]),
     ])
@@ -81,7 +86,7 @@ def test_every_formula_of_the_course_becomes_mathml():
 
 @pytest.mark.system
 @pytest.mark.skipif(CHROMIUM is None, reason="Chromium is not installed (Debian: apt-get install chromium)")
-def test_opened_from_disk_offline_the_mistake_wraps_and_the_maths_is_drawn(tmp_path):
+def test_opened_from_disk_offline_the_mistake_and_long_code_wrap_and_the_maths_is_drawn(tmp_path):
     playwright = pytest.importorskip("playwright.sync_api", reason="needs Playwright: pip install -e '.[test]'")
     path = feedback_page(tmp_path)
     with playwright.sync_playwright() as p:
@@ -97,6 +102,12 @@ def test_opened_from_disk_offline_the_mistake_wraps_and_the_maths_is_drawn(tmp_p
             assert box["x"] + box["width"] <= width, (box, width)
             assert line.evaluate("e => e.scrollWidth - e.clientWidth") <= 1
             assert box["height"] > 3 * line.evaluate("e => parseFloat(getComputedStyle(e).lineHeight)")
+            # The learner's own long line of code wraps too, instead of hiding behind a scroll bar.
+            code = page.locator("div.input_area pre", has_text="every_row_of_the_inputs")
+            box = code.bounding_box()
+            assert box["x"] + box["width"] <= width, (box, width)
+            assert code.evaluate("e => e.scrollWidth - e.clientWidth") <= 1
+            assert box["height"] > 1.5 * code.evaluate("e => parseFloat(getComputedStyle(e).lineHeight)")
             # MathML is drawn by the browser: a sum with limits is taller than a line of text.
             display = page.locator("math[display=block]")
             assert display.bounding_box()["height"] > 25
