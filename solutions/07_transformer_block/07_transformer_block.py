@@ -424,8 +424,8 @@ def call_gelu(x):
         return GELU()(x)
 
 
-def gelu_tanh_form(x, factor=math.sqrt(2.0 / math.pi), cubic=0.044715, half=0.5):
-    return half * x * (1.0 + torch.tanh(factor * (x + cubic * x ** 3)))
+def gelu_tanh_form(x, factor=math.sqrt(2.0 / math.pi), cubic=0.044715, half=0.5, power=3):
+    return half * x * (1.0 + torch.tanh(factor * (x + cubic * x ** power)))
 
 
 def gelu_mistakes(x):
@@ -434,6 +434,8 @@ def gelu_mistakes(x):
                   "approximation", F.gelu(x))
     yield Mistake("you used ReLU; GELU is smooth and lets small negative values through", torch.relu(x))
     yield Mistake("the cubic term 0.044715 * x**3 is missing inside the tanh", gelu_tanh_form(x, cubic=0.0))
+    yield Mistake("the term inside the tanh is 0.044715 * x**3, a cube; yours squares x (x**2)",
+                  gelu_tanh_form(x, power=2))
     yield Mistake("the factor 0.5 in front is missing", gelu_tanh_form(x, half=1.0))
     yield Mistake("you used the sigmoid approximation x * sigmoid(1.702 * x); this exercise asks for the tanh formula",
                   x * torch.sigmoid(1.702 * x))
@@ -567,6 +569,10 @@ def feed_forward_mistakes(state, x):
     yield Mistake("the activation is the exact GELU (with erf); use the tanh approximation (your GELU from "
                   "Exercise 2)", feed_forward_oracle(state, x, F.gelu))
     yield Mistake("there is no activation between the two linear layers", feed_forward_oracle(state, x, lambda h: h))
+    yield Mistake("you applied GELU after the second linear layer too: the feed-forward network ends with that layer, "
+                  "and GELU goes only between the two", F.gelu(feed_forward_oracle(state, x), approximate="tanh"))
+    yield Mistake("GELU comes after the second linear layer instead of between the two: put it between them",
+                  F.gelu(feed_forward_oracle(state, x, lambda h: h), approximate="tanh"))
 
 
 run(Spec("FeedForward", call_feed_forward, feed_forward_oracle, examples=feed_forward_examples,

@@ -173,6 +173,11 @@ class GELU(nn.Module):
     def forward(self, x):
         return 0.5 * x * (1 + torch.tanh(math.sqrt(2 / math.pi) * x))
 """, "cubic term 0.044715"),
+    Mistake("x squared inside the tanh instead of cubed", G, """
+class GELU(nn.Module):
+    def forward(self, x):
+        return 0.5 * x * (1 + torch.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 2)))
+""", "yours squares x"),
     Mistake("2/pi without the square root", G, """
 class GELU(nn.Module):
     def forward(self, x):
@@ -201,6 +206,24 @@ class GELU(nn.Module):
         return 0.5 * x * (1 + tanh)
 """, "large inputs", selfcheck=False),
     # --- FeedForward ----------------------------------------------------------------------
+    Mistake("GELU after the second linear layer too", F, """
+class FeedForward(nn.Module):
+    def __init__(self, emb_dim):
+        super().__init__()
+        self.layers = nn.Sequential(nn.Linear(emb_dim, 4 * emb_dim), GELU(), nn.Linear(4 * emb_dim, emb_dim), GELU())
+
+    def forward(self, x):
+        return self.layers(x)
+""", "after the second linear layer too"),
+    Mistake("GELU after the second linear layer instead of between the two", F, """
+class FeedForward(nn.Module):
+    def __init__(self, emb_dim):
+        super().__init__()
+        self.layers = nn.Sequential(nn.Linear(emb_dim, 4 * emb_dim), GELU(), nn.Linear(4 * emb_dim, emb_dim))
+
+    def forward(self, x):
+        return self.layers[1](self.layers[2](self.layers[0](x)))
+""", "instead of between the two"),
     Mistake("ReLU in the feed-forward network", F, """
 class FeedForward(nn.Module):
     def __init__(self, emb_dim):
