@@ -722,7 +722,8 @@ def call_multi_head_attention(x, d_in, d_out, context_length, dropout, num_heads
     return out
 
 
-def mha_parts(x, state, num_heads, scale_dim=None, split="right", merge="right", mask="before", softmax_dim=-1):
+def mha_parts(x, state, num_heads, scale_dim=None, split="right", merge="right", mask="before", softmax_dim=-1,
+              projections=QKV):
     """Reference multi-head attention in float64, with switches that reproduce known mistakes:
     the scores, masked scores, weights, merged context and output."""
     p = {k: v.double() for k, v in state.items()}
@@ -737,7 +738,7 @@ def mha_parts(x, state, num_heads, scale_dim=None, split="right", merge="right",
             return y.reshape(B, T, hd, num_heads).permute(0, 3, 1, 2)
         return y.reshape(B, T, num_heads, hd).transpose(1, 2)
 
-    q, k, v = (to_heads(x.double() @ p[f"{n}.weight"].T + p.get(f"{n}.bias", 0.0)) for n in QKV)
+    q, k, v = (to_heads(x.double() @ p[f"{n}.weight"].T + p.get(f"{n}.bias", 0.0)) for n in projections)
     future = torch.ones(T, T, dtype=torch.bool).triu(1)
     scores = q @ k.transpose(-2, -1) / math.sqrt(scale_dim or hd)      # (B, H, T, T)
     blocked = {"before": future, "inverted": ~future, "diagonal": future | torch.eye(T, dtype=torch.bool)}.get(mask)
@@ -776,6 +777,10 @@ def mha_mistakes(x, d_out, num_heads, state):
                   "√head_dim", output(scale_dim=d_out))
     yield Mistake("out_proj is not applied: the merged heads must go through the output projection",
                   mha_parts(x, state, num_heads)["context"])
+    yield Mistake("the keys were made with W_query: the keys come from W_key (and the values from W_value)",
+                  output(projections=("W_query", "W_query", "W_value")))
+    yield Mistake("the values were made with W_key: the values come from W_value",
+                  output(projections=("W_query", "W_key", "W_key")))
     view = ("you reshaped the projections straight to (B, num_heads, T, head_dim) without a transpose{}: view only "
             "re-reads the memory, so tokens and heads get mixed")
     yield Mistake(view.format(""), output(split="view"))
@@ -1239,7 +1244,7 @@ import torch
 import torch.nn as nn
 
 from grader.inputs import QKV, linear_state
-from grader.spec import Case, Mistake, Spec, Tuple, attempt, build, run
+from grader.spec import Case, Mistake, NotAsAsked, Spec, Tuple, attempt, build, run
 
 TOMHA_DROPOUT = 0.2  # the dropout of the module handed to to_torch_mha; the copy must use 0
 TOMHA_PARTS = "; part 0: (batch_first, training, dropout), part 1: torch_mha(x, x, x, attn_mask=causal_mask(T))[0]"
@@ -1282,6 +1287,11 @@ def call_to_torch_mha(x, context_length, num_heads, qkv_bias, state, dropout):
         raise
     if not isinstance(torch_mha, nn.MultiheadAttention):
         raise TypeError(f"to_torch_mha returned {type(torch_mha).__name__}, not an nn.MultiheadAttention")
+    copied, ours = torch_mha.out_proj.weight.detach(), mha.out_proj.weight.detach()
+    if copied.shape == ours.shape and not (torch.allclose(copied, ours) or torch.allclose(copied, ours.T)):
+        raise NotAsAsked("the output projection was not copied: torch_mha.out_proj still has the weights "
+                         "nn.MultiheadAttention was built with; copy your module's out_proj.weight and out_proj.bias "
+                         "into it")
     flags = torch.tensor([float(torch_mha.batch_first), float(torch_mha.training), float(torch_mha.dropout)])
     T = x.shape[1]
     blocked = torch.ones(T, T, dtype=torch.bool).triu(1)

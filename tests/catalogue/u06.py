@@ -190,6 +190,8 @@ def merge_heads(x):
     # --- Exercise 3: MultiHeadAttention -------------------------------------------------------
     Mistake("scaled by sqrt(d_out)", M, _forward("math.sqrt(self.head_dim)", "math.sqrt(self.d_out)"),
             "scale by √head_dim"),
+    Mistake("keys made with the query projection", M, _forward(
+        "k = self.W_key(x).view", "k = self.W_query(x).view"), "the keys were made with W_query"),
     Mistake("out_proj defined but not applied", M, _forward("return self.out_proj(ctx)", "return ctx"),
             "out_proj is not applied"),
     Mistake("no out_proj at all", M, _mha(_FORWARD.replace("return self.out_proj(ctx)", "return ctx"),
@@ -290,6 +292,9 @@ def merge_heads(x):
         "l.bias if l.bias is not None else zeros", "zeros"), "in_proj_bias is zero", selfcheck=False),
     Mistake("None biases not replaced", T, _to_torch(
         "l.bias if l.bias is not None else zeros", "l.bias"), "put zeros in their place", selfcheck=False),
+    Mistake("out_proj left as nn.MultiheadAttention built it", T, _to_torch(
+        "        t.out_proj.weight.copy_(mha.out_proj.weight)\n        t.out_proj.bias.copy_(mha.out_proj.bias)\n", ""),
+            "the output projection was not copied"),
     Mistake("out_proj bias not copied", T, _to_torch("        t.out_proj.bias.copy_(mha.out_proj.bias)\n", ""),
             "out_proj.bias was not copied"),
     Mistake("a single head", T, _to_torch("nn.MultiheadAttention(E, mha.num_heads,", "nn.MultiheadAttention(E, 1,"),
