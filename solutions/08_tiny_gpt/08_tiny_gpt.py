@@ -784,13 +784,13 @@ def norm(s, z, name):
     return F.layer_norm(z, z.shape[-1:], s[name + ".scale"], s[name + ".shift"], eps=1e-5)
 
 
-def tinygpt_forward(cfg, state, idx, pos="arange", final_norm=True):
+def tinygpt_forward(cfg, state, idx, pos="arange", final_norm=True, emb_scale=1.0):
     """Reference forward pass in float64: (logits, token embeddings, the tensors the contract puts
     dropout on: the embeddings' sum, then in each block the attention weights and each sub-layer's
     output before it is added to the residual stream)."""
     s = {k: v.double() for k, v in state.items()}
     (B, T), E, H = idx.shape, cfg["emb_dim"], cfg["num_heads"]
-    tok = s["tok_emb.weight"][idx]                                       # (B, T, E)
+    tok = s["tok_emb.weight"][idx] * emb_scale                           # (B, T, E)
     x = tok + (s["pos_emb.weight"][:T] if pos == "arange" else s["pos_emb.weight"][idx] if pos == "idx" else 0.0)
     dropped = [x]
     for i in range(cfg["num_layers"]):
@@ -830,6 +830,9 @@ def tinygpt_mistakes(cfg, state, idx, targets, train):
                   (tinygpt_forward(cfg, state, idx, pos="none")[0], None))
     yield Mistake("final_norm is not applied before the output head",
                   (tinygpt_forward(cfg, state, idx, final_norm=False)[0], None))
+    yield Mistake("you multiplied the token embeddings by √emb_dim, as the original Transformer paper does; GPT-2 adds "
+                  "them to the position embeddings as they are",
+                  (tinygpt_forward(cfg, state, idx, emb_scale=math.sqrt(cfg["emb_dim"]))[0], None))
     yield Mistake("your forward returns probabilities (a softmax of the logits); return the logits themselves: "
                   "F.cross_entropy and sample_next_token apply the softmax on their own",
                   (torch.softmax(logits, -1), None, None, torch.softmax(logits, -1)))
@@ -1256,7 +1259,7 @@ def call_train_step(state, x, y, lr, max_norm, steps, stale):
 
 
 def train_step_reference(state, x, y, lr, max_norm, steps, stale=None, zero=True, zero_first=True, clip=True,
-                         update=True, loss_after=False):
+                         update=True, loss_after=False, reduction="mean"):
     """Plain SGD written out: (losses, parameters after the steps). `stale`: the gradients the model holds before the
     first call, which the right train_step clears first."""
     params, losses = [state["emb"], state["out"]], []
@@ -1264,7 +1267,7 @@ def train_step_reference(state, x, y, lr, max_norm, steps, stale=None, zero=True
     for step in range(steps):
         with torch.enable_grad():  # the grader runs oracles under no_grad
             e, o = (p.clone().requires_grad_(True) for p in params)
-            loss = F.cross_entropy((torch.tanh(e[x]) @ o).flatten(0, 1), y.reshape(-1))
+            loss = F.cross_entropy((torch.tanh(e[x]) @ o).flatten(0, 1), y.reshape(-1), reduction=reduction)
             grads = torch.autograd.grad(loss, (e, o))
         keep = not zero or (step == 0 and not zero_first)
         stored = [gr + (old if keep else 0.0) for gr, old in zip(grads, stored)]
@@ -1296,6 +1299,10 @@ def train_step_mistakes(state, x, y, lr, max_norm, steps, stale):
                       reference(clip=False))
     yield Mistake("train_step returned the loss after the step (from a second forward pass); return the loss the step "
                   "was computed from, before the update", reference(loss_after=True))
+    if x.numel() > 1:
+        yield Mistake("your loss is the sum over the positions, not their mean: its gradient grows with the batch, so "
+                      "the same learning rate takes steps B*T times larger; use the model's loss (the mean)",
+                      reference(reduction="sum"))
 
 
 def training_cases(g):
@@ -1915,7 +1922,7 @@ def call_sample_next_token(logits, settings, n, seed):
 
 
 def sample_reference(logits, temperature=1.0, top_k=None, top_p=None, zero_fill=False, keep_crossing=True,
-                     below_p=False, nucleus_temperature=None, twice=None):
+                     below_p=False, nucleus_temperature=None, twice=None, nucleus_order="descending"):
     """Probabilities of the next token (float64), with switches that reproduce known mistakes. `twice` applies a
     second softmax: to the final probabilities ("all": the dropped tokens' 0 included; "kept": the kept ones only),
     or to the tempered probabilities before they were filtered and renormalised ("raw_kept", "raw_zero": the
@@ -1939,9 +1946,13 @@ def sample_reference(logits, temperature=1.0, top_k=None, top_p=None, zero_fill=
             keep = p >= top_p
         else:
             base = p if nucleus_temperature is None else sample_reference(logits, nucleus_temperature, top_k)
-            sp, order = base.sort(-1, descending=True)
+            if nucleus_order == "unsorted":    # the running sum in the tokens' own order
+                sp, order = base, torch.arange(base.shape[-1]).expand_as(base)
+            else:
+                sp, order = base.sort(-1, descending=nucleus_order != "ascending")
             keep_sorted = (sp.cumsum(-1) - sp < top_p) if keep_crossing else (sp.cumsum(-1) <= top_p)
-            keep = torch.zeros_like(keep_sorted).scatter(-1, order, keep_sorted)
+            keep = keep_sorted if nucleus_order == "unscattered" else torch.zeros_like(keep_sorted).scatter(
+                -1, order, keep_sorted)
         if not bool(keep.any(-1).all()):
             return None
         p = p * keep / (p * keep).sum(-1, keepdim=True)
@@ -1965,7 +1976,13 @@ def sample_mistakes(logits, settings):
                      ("your nucleus leaves out the token that makes the running sum reach p; it belongs to the "
                       "nucleus", {"keep_crossing": False}),
                      ("the nucleus was chosen from the probabilities before the temperature; apply the temperature "
-                      "first", {"nucleus_temperature": 1.0}) if t != 1 else None]
+                      "first", {"nucleus_temperature": 1.0}) if t != 1 else None,
+                     ("your nucleus adds up the probabilities in the tokens' own order; sort them from the most likely "
+                      "down first (descending=True)", {"nucleus_order": "unsorted"}),
+                     ("your nucleus adds up the probabilities from the least likely token up; sort them from the most "
+                      "likely down (descending=True)", {"nucleus_order": "ascending"}),
+                     ("your nucleus mask is in sorted order but was applied to the probabilities in the tokens' order: "
+                      "scatter it back to the tokens' positions with the sort's indices", {"nucleus_order": "unscattered"})]
     if t != 0:
         message = ("you applied the softmax twice: the second one takes probabilities as if they were logits and "
                    "flattens the distribution; apply it once, to the tempered and filtered logits")
@@ -2159,7 +2176,7 @@ def call_generate(state, context_length, prompt, n, train, seed):
     return tokens, saw_train, saw_grad, mode_after, bool(torch.equal(greedy, top1)), bool(torch.equal(first, second))
 
 
-def greedy_decode(state, context_length, prompt, n, crop=None, noise_seed=None):
+def greedy_decode(state, context_length, prompt, n, crop=None, noise_seed=None, position=-1):
     """Greedy decoding with the toy model (its dropout on when noise_seed is given)."""
     noise = torch.Generator().manual_seed(noise_seed) if noise_seed is not None else None
     idx = prompt.clone()
@@ -2169,7 +2186,7 @@ def greedy_decode(state, context_length, prompt, n, crop=None, noise_seed=None):
         h = (state["emb"][cond] + state["pos"][:t]).cumsum(1) / torch.arange(1, t + 1, dtype=torch.float32)[:, None]
         if noise is not None:
             h = h * (torch.rand(h.shape, generator=noise) > 0.5) * 2.0
-        idx = torch.cat((idx, (torch.tanh(h) @ state["head"])[:, -1].argmax(-1, keepdim=True)), dim=1)
+        idx = torch.cat((idx, (torch.tanh(h) @ state["head"])[:, position].argmax(-1, keepdim=True)), dim=1)
     return idx
 
 
@@ -2188,6 +2205,9 @@ def generate_mistakes(state, context_length, prompt, n, train, seed):
     yield Mistake("you returned only the new tokens; return the prompt followed by them",
                   result(right[:, prompt.shape[1]:], train))
     yield Mistake("generate tracks gradients: run the loop under torch.no_grad()", result(right, train, grad=True))
+    yield Mistake("you chose each token from the first position's logits (logits[:, 0, :]); the next token comes from "
+                  "the last position's, logits[:, -1, :]", result(greedy_decode(state, context_length, prompt, n,
+                                                                                position=0), train))
     yield Mistake("top_k is not passed on to sample_next_token (with top_k=1 the output must equal greedy decoding)",
                   result(right, train, top1=False))
     yield Mistake("`generator` is not passed on to sample_next_token, so a seeded generator does not reproduce the "

@@ -250,6 +250,9 @@ def get_batch(data, block_size, batch_size, generator=None):
     Mistake("pos_emb(idx) instead of the positions", GPT,
             gpt(embed="self.tok_emb(idx) + self.pos_emb(idx)"), "pos_emb(idx)"),
     Mistake("no position embedding", GPT, gpt(embed="self.tok_emb(idx)"), "position embedding is missing"),
+    Mistake("token embeddings scaled by sqrt(emb_dim)", GPT,
+            gpt(embed="self.tok_emb(idx) * self.cfg.emb_dim ** 0.5 + self.pos_emb(torch.arange(T, device=idx.device))"),
+            "by √emb_dim"),
     Mistake("final_norm skipped", GPT, gpt().replace("self.out_head(self.final_norm(x))", "self.out_head(x)"),
             "final_norm is not applied"),
     Mistake("no clear error when T > context_length", GPT, gpt(check="pass"), "raised IndexError"),
@@ -318,6 +321,17 @@ def get_batch(data, block_size, batch_size, generator=None):
             "blocks already holds them"),
     Mistake("only the total returned", COUNT, counter().replace("    return counts", "    return counts['total']"),
             "must return a dict"),
+    Mistake("a summed loss in train_step", STEP, """
+def train_step(model, optimizer, x, y, max_norm=None):
+    optimizer.zero_grad()
+    logits, _ = model(x, y)
+    loss = F.cross_entropy(logits.flatten(0, 1), y.flatten(), reduction="sum")
+    loss.backward()
+    if max_norm is not None:
+        torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+    optimizer.step()
+    return loss.item()
+""", "the sum over the positions"),
     Mistake("gradients never cleared", STEP, """
 def train_step(model, optimizer, x, y, max_norm=None):
     _, loss = model(x, y)
@@ -388,6 +402,16 @@ def train_step(model, optimizer, x, y, max_norm=None):
             sampler(topk="kth = torch.topk(logits, top_k).values[:, -1:]\n"
                          "        logits = logits.masked_fill(logits < kth, float('-inf'))"),
             "larger than the vocabulary", selfcheck=False),
+    Mistake("nucleus summed in the tokens' own order", SAMPLE, sampler(
+        topp="keep_sorted = probs.cumsum(dim=-1) - probs < top_p\n"
+             "        order = torch.arange(probs.shape[-1]).expand_as(probs)"), "in the tokens' own order"),
+    Mistake("nucleus summed from the least likely token up", SAMPLE, sampler(
+        topp="sorted_probs, order = probs.sort(dim=-1)\n"
+             "        keep_sorted = sorted_probs.cumsum(dim=-1) - sorted_probs < top_p"),
+            "from the least likely token up"),
+    Mistake("nucleus mask applied in sorted order", SAMPLE, sampler().replace(
+        "keep = torch.zeros_like(keep_sorted).scatter(-1, order, keep_sorted)", "keep = keep_sorted"),
+            "scatter it back"),
     Mistake("top-p drops the tokens below p (seed 001's description)", SAMPLE,
             sampler(topp="keep_sorted = sorted_probs >= top_p"), "dropped the tokens whose probability is below p"),
     Mistake("nucleus without the token that crosses p", SAMPLE,
@@ -407,6 +431,9 @@ def train_step(model, optimizer, x, y, max_norm=None):
                               "torch.multinomial(probs, 1, generator=generator)[:, 0]"), "shape (B, 1)"),
     # --- generate
     Mistake("context not cropped", GEN, generator_code(crop="idx"), "crop the input"),
+    Mistake("each token from the first position's logits", GEN,
+            generator_code().replace("logits[:, -1, :]", "logits[:, 0, :]"),
+            "the first position's logits"),
     Mistake("context cropped to context_length - 1", GEN,
             generator_code(crop="idx[:, -(model.cfg.context_length - 1):]"), "context_length - 1"),
     Mistake("dropout active while sampling (no eval)", GEN, generator_code(eval_="pass", restore="pass"),
