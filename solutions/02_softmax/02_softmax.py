@@ -775,6 +775,11 @@ def prefix_loop_mistakes(x):
     leaves_out = "row t averages rows 0..t-1, leaving out row t itself ({}): include the current row"
     yield Mistake("row t averages the whole sequence, future rows included: row t may only use rows 0..t",
                   x.mean(dim=-2, keepdim=True).expand_as(x))
+    if x.dim() == 3:
+        yield Mistake("row t averages the whole sequence of every batch element, future rows included: row t of each "
+                      "sequence may only use that sequence's rows 0..t", x.mean(dim=(0, -2), keepdim=True).expand_as(x))
+    yield Mistake("you took one mean of the whole tensor (every row and every channel): row t averages rows 0..t, "
+                  "each channel on its own", x.mean().expand_as(x))
     yield Mistake(leaves_out.format("row 0 became NaN, the mean of no rows"), previous_nan)
     yield Mistake(leaves_out.format("row 0 set to zero"), previous_nan.nan_to_num(0.0))
     yield Mistake(leaves_out.format("row 0 kept as it was"), previous_first)

@@ -563,6 +563,8 @@ def self_attention_mistakes(state, x, d_in, d_out):
                   "weights still sums to 1", torch.softmax(scores, dim=-1) / root @ v)
     yield Mistake("the output mixes the inputs x instead of the values: apply W_value and mix its output",
                   torch.softmax(scores / root, dim=-1) @ x.double())
+    yield Mistake("the keys were made with W_query: the keys come from W_key (and the values from W_value)",
+                  torch.softmax(q @ q.transpose(-2, -1) / root, dim=-1) @ v)
 
 
 run(Spec("SelfAttention", call_self_attention, self_attention_oracle, examples=self_attention_examples,

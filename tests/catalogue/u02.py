@@ -190,6 +190,11 @@ def prefix_average_loop(x):
     rows = [x.mean(dim=-2) for t in range(x.shape[-2])]
     return torch.stack(rows, dim=-2)
 """, "future rows included"),
+    Mistake("loop: one mean of the whole tensor", L, """
+def prefix_average_loop(x):
+    rows = [x.mean() * torch.ones_like(x[..., t, :]) for t in range(x.shape[-2])]
+    return torch.stack(rows, dim=-2)
+""", "one mean of the whole tensor"),
     Mistake("loop: current row left out (NaN at row 0)", L, """
 def prefix_average_loop(x):
     rows = [x[..., :t, :].mean(dim=-2) for t in range(x.shape[-2])]

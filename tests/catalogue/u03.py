@@ -143,6 +143,12 @@ def attention_numpy(x, w_query, w_key, w_value):
 """, "contains NaN", selfcheck=False),
 
     # --- SelfAttention ---------------------------------------------------------------------
+    Mistake("keys made with the query projection", S, SELF_INIT + """
+    def forward(self, x):
+        q, k, v = self.W_query(x), self.W_query(x), self.W_value(x)
+        w = torch.softmax(q @ k.transpose(-2, -1) / k.shape[-1] ** 0.5, dim=-1)
+        return w @ v
+""", "the keys were made with W_query"),
     Mistake("no scale", S, self_forward("""
         return torch.softmax(q @ k.transpose(-2, -1), dim=-1) @ v
 """), "no scale at all"),
