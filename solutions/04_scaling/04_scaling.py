@@ -248,6 +248,10 @@ def variance_mistakes(d):
                   "q·k/√d. The exercise asks for the variance of the plain dot product, summed over all d entries", 1.0)
     yield Mistake("your result is about 2d: that is the variance of q·q, a vector with itself; draw q and k "
                   "independently", 2.0 * d)
+    uniform = ("your result is about {}: that is what entries drawn uniformly from [0, 1) give (torch.rand); the "
+               "exercise draws them from a standard normal distribution (torch.randn)")
+    yield Mistake(uniform.format("7d/144 ≈ 0.05·d"), 7 * d / 144)   # each product: E[(qk)²] - E[qk]² = 1/9 - 1/16
+    yield Mistake(uniform.format("d/3 (q or k uniform, the other normal)"), d / 3)
 
 
 def variance_magnitude_mistakes(d):

@@ -15,6 +15,12 @@ def dot_product_variance(d, num_samples=10_000, generator=None):
     k = torch.randn(num_samples, d, generator=generator)
     return (q * k).sum(-1).std().item()
 """, "standard deviation"),
+    Mistake("entries drawn uniformly (torch.rand)", V, """
+def dot_product_variance(d, num_samples=10_000, generator=None):
+    q = torch.rand(num_samples, d, generator=generator)
+    k = torch.rand(num_samples, d, generator=generator)
+    return (q * k).sum(-1).var().item()
+""", "drawn uniformly from [0, 1)"),
     Mistake("returns the mean", V, """
 def dot_product_variance(d, num_samples=10_000, generator=None):
     q = torch.randn(num_samples, d, generator=generator)
