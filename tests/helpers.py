@@ -16,8 +16,12 @@ from grader.grading.settings import Limits
 
 
 def execute(notebook, workdir: Path, limits: Limits) -> sandbox.Outcome:
-    """Run `notebook` in `workdir` (a fresh folder holding nothing else the learner may see)."""
-    with sandbox.Sandbox(workdir, limits) as box:
+    """Run `notebook` in a fresh folder holding nothing else the learner may see, as the grader
+    does: in the kernels' template's folder of jobs where kernels are forked, else `workdir`."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory(dir=sandbox.scratch_parent(limits) or workdir) as job, \
+            sandbox.Sandbox(Path(job), limits) as box:
         return box.run(notebook)
 
 

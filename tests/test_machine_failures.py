@@ -150,7 +150,7 @@ limits = Limits(cell_seconds=60, notebook_seconds=120)
 BOMB = ("import threading, time\\nn = 0\\ntry:\\n    while True:\\n"
         "        threading.Thread(target=time.sleep, args=(10,)).start()\\n        n += 1\\n"
         "except RuntimeError:\\n    print(n)")
-with tempfile.TemporaryDirectory() as tmp:
+with tempfile.TemporaryDirectory(dir=sandbox.scratch_parent(limits)) as tmp:
     box = sandbox.Sandbox(Path(tmp), limits)
     held = [threading.Thread(target=time.sleep, args=(10,)) for _ in range(limits.processes + 100)]
     for thread in held:   # the account's other programs grow while the kernel starts
@@ -158,7 +158,8 @@ with tempfile.TemporaryDirectory() as tmp:
     with box:
         outcome = box.run(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("print('ran')")]))
     print("STARTED", outcome.started, outcome.problem)
-with tempfile.TemporaryDirectory() as tmp, sandbox.Sandbox(Path(tmp), limits) as box:
+with tempfile.TemporaryDirectory(dir=sandbox.scratch_parent(limits)) as tmp, \\
+        sandbox.Sandbox(Path(tmp), limits) as box:
     outcome = box.run(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(BOMB)]))
     print("BOMB", "".join(o.get("text", "") for o in outcome.executed.cells[0].outputs).strip())
 """

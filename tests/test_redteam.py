@@ -705,3 +705,131 @@ def test_a_forged_results_file_cannot_stall_the_grader(tmp_path):
         pytest.fail(f"reading a 2 KB results file took more than {time.monotonic() - start:.0f} s")
     assert out.returncode == 0 and "READ" in out.stdout, out.stdout + out.stderr[-2000:]
     assert int(out.stdout.split("GREW")[1].split()[0]) < 256, out.stdout   # MiB
+
+
+# --- one notebook after another on the same template (grader.grading.template) -------------------
+
+LEAVE = """
+import builtins, json, math, os, subprocess, sys
+import matplotlib, torch
+T = %(token)r
+for folder in (".", os.environ["HOME"], os.environ["TMPDIR"], "/dev/shm"):
+    with open(os.path.join(folder, "left-" + T), "w") as handle:
+        handle.write(T)
+subprocess.Popen(["sleep", "300", T], start_new_session=True)
+if os.fork() == 0:   # a daemon, the classic way
+    os.setsid()
+    if os.fork() == 0:
+        os.execvp("sleep", ["sleep", "301", T])
+    os._exit(0)
+torch.set_num_threads(3)
+torch.set_default_dtype(torch.float64)
+torch.manual_seed(1234)
+matplotlib.rcParams["lines.linewidth"] = 17
+os.environ["LEFT_BY_A"] = T
+json.LEFT = T
+sys.modules["math"] = "replaced"
+builtins.sorted = lambda *args, **kwargs: T
+print("left")
+"""
+REACH = """
+import json, os, signal
+T = %(token)r
+own, opened = set(os.listdir("/proc/self/fd")), []
+for fd in map(int, own):   # every descriptor it has but the kernel's own sockets and events
+    try:
+        if not os.readlink(f"/proc/self/fd/{fd}").startswith(("socket:", "anon_inode:")):
+            os.write(fd, T.encode())
+    except OSError:
+        pass
+for pid in filter(str.isdigit, os.listdir("/proc")):   # every descriptor of every process it can see
+    try:
+        names = os.listdir(f"/proc/{pid}/fd")
+    except OSError:
+        continue
+    for name in names:
+        try:
+            fd = os.open(f"/proc/{pid}/fd/{name}", os.O_RDWR)
+        except OSError:
+            continue
+        opened.append(f"{pid}/{name}")
+        os.close(fd)
+def depth(pid):   # how many PID namespaces a process is in, as this /proc shows it
+    with open(f"/proc/{pid}/status") as handle:
+        return next(len(line.split()) - 1 for line in handle if line.startswith("NSpid:"))
+# the processes of the notebook's own namespace may be reached (its runner's, as with a cold kernel)
+print(json.dumps(sorted(p for p in opened if depth(p.split("/")[0]) < depth("self"))))
+"""
+SIGNAL = """
+import os, signal
+for pid in range(1, 4096):   # every process it could signal, its own kernel's threads too: A's loss alone
+    if pid != os.getpid():
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+"""
+BOMB = "import os\nwhile True:\n    os.fork()\n"
+HOG = ("import multiprocessing, time\n"
+       "def hold():\n    block = bytearray(1500 * 2**20)\n    time.sleep(60)\n"
+       "if __name__ == '__main__':\n    for _ in range(8):\n        multiprocessing.Process(target=hold).start()\n"
+       "    time.sleep(60)\n")
+LOOK = """
+import builtins, glob, json, os, sys
+import matplotlib, torch
+T = %(token)r
+found = [p for folder in (".", os.environ["HOME"], os.environ["TMPDIR"], "/dev/shm", "/tmp", "..")
+         for p in glob.glob(os.path.join(folder, "**", "*" + T + "*"), recursive=True)]
+running = []
+for pid in filter(str.isdigit, os.listdir("/proc")):
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as handle:
+            if T.encode() in handle.read():
+                running.append(pid)
+    except OSError:
+        pass
+print(json.dumps({"files": found, "processes": running, "threads": torch.get_num_threads(),
+                  "dtype": str(torch.get_default_dtype()), "seed": torch.initial_seed() != 1234,
+                  "linewidth": matplotlib.rcParams["lines.linewidth"] == matplotlib.rcParamsDefault["lines.linewidth"],
+                  "environment": T in repr(dict(os.environ)), "module global": hasattr(json, "LEFT"),
+                  "sys.modules": type(sys.modules["math"]).__name__, "builtin": sorted([2, 1]),
+                  "jobs seen": len(os.listdir("..")), "shm": os.listdir("/dev/shm")}))
+"""
+CLEAN = {"files": [], "processes": [], "threads": 1, "dtype": "torch.float32", "seed": True,
+         "linewidth": True, "environment": False, "module global": False, "sys.modules": "module",
+         "builtin": [1, 2], "jobs seen": 1, "shm": []}
+
+
+def _notebook(*cells: str):
+    return nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c % {"token": TOKEN}) for c in cells])
+
+
+@pytest.mark.parametrize("attack", ["leaves things behind", "reaches for the template", "fork bomb", "memory hog"])
+def test_nothing_crosses_from_one_notebook_to_the_next_on_the_template(tmp_path, attack):
+    """Notebook A attacks; notebook B, the next one forked from the same template, sees nothing of
+    A and is graded normally; the template survives A."""
+    from helpers import execute
+
+    from grader.grading.settings import Limits
+
+    limits = Limits(cell_seconds=30, notebook_seconds=60, memory_bytes=4 * 2**30)
+    if sandbox.scratch_parent(limits) is None:
+        pytest.skip(f"kernels are not forked here: {sandbox._cold_reason}")
+    template = sandbox._templates[""]
+    cells = {"leaves things behind": [LEAVE], "reaches for the template": [REACH, SIGNAL], "fork bomb": [BOMB],
+             "memory hog": [HOG]}[attack]
+    a = execute(_notebook(*cells, "print('A after')"), tmp_path, limits)
+    b = execute(_notebook(LOOK, "print('B after')"), tmp_path, limits)
+    assert a.kernel == b.kernel == sandbox.FORKED
+    assert template.alive() and sandbox._templates[""] is template   # the same template served B
+    assert json.loads(b.executed.cells[0].outputs[0]["text"]) == CLEAN
+    assert b.problem is None and b.executed.cells[1].outputs[0]["text"] == "B after\n"
+    if attack == "leaves things behind":
+        assert a.executed.cells[0].outputs[0]["text"] == "left\n"
+    if attack == "reaches for the template":   # no descriptor but its own could be opened
+        printed = "".join(o["text"] for o in a.executed.cells[0].outputs if o.get("name") == "stdout")
+        assert json.loads(printed.replace(TOKEN, "").strip().splitlines()[-1]) == []
+    if attack == "fork bomb":
+        assert a.problem or any(o.get("output_type") == "error" for o in a.executed.cells[0].outputs)
+    if attack == "memory hog":
+        assert a.problem and "memory" in a.problem

@@ -102,7 +102,9 @@ def test_a_kernel_that_refuses_namespaces_is_named_with_the_fix_and_grading_goes
     assert result["score"] == result["max_score"] == 5.0 and result["error"] is None
     description = result["sandbox"]
     warning = [line.removeprefix("WARNING: ") for line in out.stderr.splitlines() if line.startswith("WARNING: ")]
-    assert warning[1:-1] == description.splitlines() and len(warning) <= 8   # short enough to read
+    *confined, kernel = description.splitlines()
+    assert warning[1:-1] == confined and len(warning) <= 8   # short enough to read
+    assert kernel == "the kernel started cold: there is no bubblewrap sandbox to fork them in"
     for named in ("process limits only", "bwrap: setting up uid map: Permission denied", "AppArmor",
                   "/etc/apparmor.d/bwrap", f"profile bwrap {os.path.realpath(fake)} flags=(unconfined)", "userns,",
                   "apparmor_parser -r", "sudo sysctl -w kernel.apparmor_restrict_unprivileged_userns=0"):

@@ -118,9 +118,11 @@ def grade_notebook(path: Path, unit: str | None = None, limits: Limits | None = 
         for attempt in range(max(1, limits.startup_tries)):
             if attempt:
                 time.sleep(RETRY_PAUSE_SECONDS * attempt)   # a moment for the machine to calm down
-            with tempfile.TemporaryDirectory(prefix="grade-", ignore_cleanup_errors=True) as tmp:
+            with tempfile.TemporaryDirectory(prefix="grade-", dir=sandbox.scratch_parent(limits),
+                                             ignore_cleanup_errors=True) as tmp:
                 assembled, outcome = _assemble_and_run(check, limits, Path(tmp), watch)  # 2. assemble, 3. run
                 if outcome.started:
+                    result.sandbox += f"\n{outcome.kernel}"   # forked or cold, and why
                     with watch.step("judging"):
                         judge(result, check, assembled, outcome, limits)                    # 4. judge
                     if autograded is not None and outcome.executed is not None:

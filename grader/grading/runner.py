@@ -25,6 +25,7 @@ import contextlib
 import json
 import os
 import resource
+import sys
 import time
 from pathlib import Path
 
@@ -43,9 +44,9 @@ def capped_notice(output_bytes: int) -> str:
 
 
 def run(src: str, out: str, cell_seconds: int, startup_seconds: int, output_bytes: int, warm: list[str],
-        processes: int = 0) -> int:
+        processes: int = 0, forked: bool = False) -> int:
     try:
-        client, kernel, marks = _start(src, cell_seconds, startup_seconds, output_bytes, warm, processes)
+        client, kernel, marks = _start(src, cell_seconds, startup_seconds, output_bytes, warm, processes, forked)
     except Exception as exc:   # nothing of the learner's has run: the grader tries again
         print(f"{type(exc).__name__}: {exc}".strip(), flush=True)
         return STARTUP_FAILED
@@ -57,9 +58,11 @@ class StartupError(Exception):
     """The sandbox could not get ready for the notebook."""
 
 
-def _start(src: str, cell_seconds: int, startup_seconds: int, output_bytes: int, warm: list[str], processes: int):
+def _start(src: str, cell_seconds: int, startup_seconds: int, output_bytes: int, warm: list[str], processes: int,
+           forked: bool):
     """A kernel that answers and has imported WARM, and the notebook at SRC read into a client:
-    everything up to the notebook's first cell."""
+    everything up to the notebook's first cell. `forked`: the kernel is forked from this process
+    (a warm template's job, see grader.grading.template), not started as a program."""
     if processes:   # never above the limit it has (only root may raise one)
         _, hard = resource.getrlimit(resource.RLIMIT_NPROC)
         cap = processes if hard == resource.RLIM_INFINITY else min(processes, hard)
@@ -68,8 +71,11 @@ def _start(src: str, cell_seconds: int, startup_seconds: int, output_bytes: int,
     from jupyter_client.manager import AsyncKernelManager  # the kind nbclient makes for itself
     from jupyter_core.utils import run_sync
 
-    km = AsyncKernelManager(kernel_name="python3")
-    run_sync(km.start_kernel)(extra_arguments=["--IPKernelApp.ignore_cwd=True"])
+    if forked:
+        km = _forked_kernel()
+    else:
+        km = AsyncKernelManager(kernel_name="python3")
+        run_sync(km.start_kernel)(extra_arguments=["--IPKernelApp.ignore_cwd=True"])
 
     import nbformat
     from nbclient import NotebookClient
@@ -134,6 +140,67 @@ def _start(src: str, cell_seconds: int, startup_seconds: int, output_bytes: int,
     return client, kernel, marks
 
 
+def _forked_kernel():
+    """A kernel manager whose kernel is a fork of this process: its connection file is written,
+    then the child becomes the kernel, before this process makes any event loop or ZMQ context
+    (a fork copies neither safely). The manager sees the child as it would a launched kernel."""
+    from jupyter_client.manager import AsyncKernelManager
+    from jupyter_client.provisioning import LocalProvisioner
+
+    km = AsyncKernelManager(kernel_name="python3")
+    km.write_connection_file()
+    pid = os.fork()
+    if pid == 0:   # the kernel, as `python -m ipykernel_launcher -f FILE` would be
+        code = 1
+        try:
+            os.setsid()   # its own process group, as a launched kernel's: interrupts go to it alone
+            from ipykernel.kernelapp import IPKernelApp
+            sys.argv = ["ipykernel_launcher", "-f", km.connection_file]
+            app = IPKernelApp.instance()
+            app.initialize(["-f", km.connection_file, "--IPKernelApp.ignore_cwd=True"])
+            app.start()
+            code = 0
+        finally:
+            os._exit(code)
+    provisioner = LocalProvisioner(kernel_id=km.kernel_id or "forked", kernel_spec=km.kernel_spec, parent=km)
+    provisioner.process, provisioner.pid, provisioner.pgid = _Child(pid), pid, pid
+    provisioner.connection_info = km.get_connection_info()
+    km.provisioner = provisioner
+    return km
+
+
+class _Child:
+    """A forked child, with what jupyter_client's provisioner uses of a `subprocess.Popen`."""
+    stdin = stdout = stderr = None
+
+    def __init__(self, pid: int):
+        self.pid, self.returncode = pid, None
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            with contextlib.suppress(ChildProcessError):
+                pid, status = os.waitpid(self.pid, os.WNOHANG)
+                if pid:
+                    self.returncode = os.waitstatus_to_exitcode(status)
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int | None:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self.poll() is None and (deadline is None or time.monotonic() < deadline):
+            time.sleep(0.01)
+        return self.returncode
+
+    def send_signal(self, signum: int) -> None:
+        if self.poll() is None:
+            os.kill(self.pid, signum)
+
+    def kill(self) -> None:
+        self.send_signal(9)
+
+    def terminate(self) -> None:
+        self.send_signal(15)
+
+
 def _execute(client, kernel: int, marks: dict, out: str) -> None:
     """Run the notebook's cells one by one, saving it after each; never returns."""
     from nbclient.exceptions import DeadKernelError
@@ -191,7 +258,7 @@ def _cpu_seconds(pid: int) -> float:
         return 0.0
 
 
-if __name__ == "__main__":
+def main(argv: list[str], forked: bool = False) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("src")
     parser.add_argument("out")
@@ -200,6 +267,10 @@ if __name__ == "__main__":
     parser.add_argument("output_bytes", type=int)
     parser.add_argument("warm", help="modules to import in the kernel before the notebook arrives, comma-separated")
     parser.add_argument("processes", type=int, help="the process limit to set first (0: as inherited)")
-    ns = parser.parse_args()
-    raise SystemExit(run(ns.src, ns.out, ns.cell_seconds, ns.startup_seconds, ns.output_bytes,
-                         [m for m in ns.warm.split(",") if m], ns.processes))
+    ns = parser.parse_args(argv)
+    return run(ns.src, ns.out, ns.cell_seconds, ns.startup_seconds, ns.output_bytes,
+               [m for m in ns.warm.split(",") if m], ns.processes, forked)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))

@@ -42,6 +42,7 @@ import nbformat
 
 from ..checks import i18n
 from ..checks.i18n import say
+from . import template
 from .runner import FIRST_CELL, STARTUP_FAILED, capped_notice
 from .settings import Limits, MiB
 
@@ -57,6 +58,7 @@ class Outcome:
     timing: Timing | None = None
     started: bool = True    # False: it stopped before the notebook's first cell, so no learner code
     #                         ran and `problem` is the machine's (the kernel could not start)
+    kernel: str = ""        # how its kernel started: forked from the worker's template, or cold (and why)
 
 
 @dataclass(frozen=True)
@@ -204,17 +206,19 @@ def _processes_counted_per_namespace() -> bool:
     return (major, minor) >= (5, 14)
 
 
-def _limits(limits: Limits, processes: int | None) -> None:
-    """Applied in the child before it starts: bubblewrap, the runner and the kernel inherit them."""
-    os.setsid()
+def _rlimits(limits: Limits, processes: int | None) -> list[tuple[int, int]]:
+    """The RLIMIT_* a notebook's processes get, as (resource, value)."""
     wanted = [(resource.RLIMIT_AS, limits.memory_bytes), (resource.RLIMIT_FSIZE, limits.file_bytes),
               (resource.RLIMIT_CPU, limits.cpu_seconds), (resource.RLIMIT_CORE, 0)]
     if processes is not None:
         wanted.append((resource.RLIMIT_NPROC, processes))
-    for limit, value in wanted:
-        _, hard = resource.getrlimit(limit)
-        cap = value if hard == resource.RLIM_INFINITY else min(value, hard)
-        resource.setrlimit(limit, (cap, cap))
+    return wanted
+
+
+def _limits(limits: Limits, processes: int | None) -> None:
+    """Applied in the child before it starts: bubblewrap, the runner and the kernel inherit them."""
+    os.setsid()
+    template.apply_rlimits(_rlimits(limits, processes))
 
 
 def _own_tasks() -> int:
@@ -311,6 +315,74 @@ def cap_outputs(nb, output_bytes: int):
     return nb
 
 
+FORKED = "the kernel forked from the worker's warm template"
+_templates: dict[str, template.Template] = {}   # this process's template, once started
+_cold_reason = "the kernel started cold: forking kernels is off (COURSE_GRADER_KERNELS=cold)"
+
+
+def _cold(reason: str) -> str:
+    """Why kernels start cold, said once in the log and in every result it concerns."""
+    global _cold_reason
+    text = f"the kernel started cold: {reason}"
+    if text != _cold_reason:
+        print(f"grader: notebook kernels start cold: {reason}", file=sys.stderr, flush=True)
+    _cold_reason = text
+    return text
+
+
+def _template(limits: Limits) -> template.Template | None:
+    """This process's kernels' template, started (again) if it is not running; None where kernels
+    start cold: forking is off (COURSE_GRADER_KERNELS=cold), there is no bubblewrap, or the
+    template will not start (the reason is then in `_cold_reason`)."""
+    if os.environ.get("COURSE_GRADER_KERNELS", "forked") == "cold":
+        _cold("forking kernels is off (COURSE_GRADER_KERNELS=cold)")
+        return None
+    kernels = _templates.get("")
+    if kernels is not None and kernels.alive():
+        return kernels
+    jail = confinement()
+    if not jail.command:
+        _cold("there is no bubblewrap sandbox to fork them in")
+        return None
+    import atexit
+    import tempfile
+
+    jobs = Path(tempfile.mkdtemp(prefix="grader-jobs-")).resolve()
+    jobs.chmod(0o711)   # the sandbox's user goes through it to its job's folder, and lists nothing
+    home = jobs / ".template"   # the template's own writable folder, with matplotlib's list of fonts
+    (home / ".matplotlib").mkdir(parents=True)
+    for fonts in _font_lists():
+        shutil.copyfile(fonts, home / ".matplotlib" / fonts.name)
+    if jail.drops_user:
+        for path in (home, *home.rglob("*")):
+            os.chown(path, sandbox_uid(), sandbox_uid())
+    command = list(jail.command)
+    command[-1:-1] = [*_parents(jobs, set()), "--bind", str(jobs), str(jobs), "--dir", template.HOLD,
+                      "--chdir", str(jobs)]
+    if jail.drops_user:
+        command += _drop_to(sandbox_uid())
+    try:
+        kernels = template.Template(command, _environment(home), jobs, os.setsid, limits.startup_seconds)
+    except (template.Unavailable, OSError) as exc:
+        shutil.rmtree(jobs, ignore_errors=True)
+        _cold(str(exc))
+        return None
+    _templates[""] = kernels
+
+    def close() -> None:
+        kernels.close()
+        shutil.rmtree(jobs, ignore_errors=True)
+    atexit.register(close)
+    return kernels
+
+
+def scratch_parent(limits: Limits) -> Path | None:
+    """Where a notebook's scratch folder goes: in the template's folder of jobs when kernels are
+    forked (a job sees only its own folder there), else anywhere (None)."""
+    kernels = _template(limits)
+    return kernels.jobs if kernels is not None else None
+
+
 class Sandbox:
     """One notebook's sandbox, started before the notebook is ready: its kernel starts, and
     imports the modules the notebook will import, while the grader prepares the notebook to run
@@ -349,18 +421,31 @@ class Sandbox:
             processes = _own_tasks() + limits.processes   # the count includes the instructor's own
         else:
             processes = None   # the instructor's own processes share the count: leave it alone
-        if prefix:  # the scratch folder, the only writable place, goes before bubblewrap's "--";
-            # /dev/shm lives in it, so that the watchdog's cap on files counts what is written there
-            prefix[-1:-1] = [*_parents(self.workdir, set()), "--bind", str(self.workdir), str(self.workdir),
-                             "--bind", str(shm), "/dev/shm", "--chdir", str(self.workdir)]
-        command = prefix + suffix + [sys.executable, "-m", "grader.grading.runner", str(self.src),
-                                     str(self.workdir / "executed.ipynb"), str(limits.cell_seconds),
-                                     str(limits.startup_seconds), str(limits.output_bytes), ",".join(warm),
-                                     str(inside)]
+        argv = [str(self.src), str(self.workdir / "executed.ipynb"), str(limits.cell_seconds),
+                str(limits.startup_seconds), str(limits.output_bytes), ",".join(warm), str(inside)]
         self.started = time.time()
-        self.proc = subprocess.Popen(command, cwd=self.workdir, env=_environment(self.workdir),
-                                     stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                     preexec_fn=lambda: _limits(limits, processes))
+        self.proc: subprocess.Popen | template.Job | None = None
+        self.kernel = _cold_reason
+        kernels = _template(limits)
+        if kernels is not None and self.workdir.parent != kernels.jobs:
+            kernels, self.kernel = None, "the kernel started cold: its scratch folder is not in the template's " \
+                                         "folder of jobs (sandbox.scratch_parent)"
+        if kernels is not None:
+            try:
+                self.proc = kernels.start(self.workdir, argv, _environment(self.workdir),
+                                          _rlimits(limits, processes), limits.startup_seconds)
+                self.kernel = FORKED
+            except template.Unavailable as exc:
+                self.kernel = _cold(str(exc))
+        if self.proc is None:
+            if prefix:  # the scratch folder, the only writable place, goes before bubblewrap's "--";
+                # /dev/shm lives in it, so that the watchdog's cap on files counts what is written there
+                prefix[-1:-1] = [*_parents(self.workdir, set()), "--bind", str(self.workdir), str(self.workdir),
+                                 "--bind", str(shm), "/dev/shm", "--chdir", str(self.workdir)]
+            command = prefix + suffix + [sys.executable, "-m", "grader.grading.runner", *argv]
+            self.proc = subprocess.Popen(command, cwd=self.workdir, env=_environment(self.workdir),
+                                         stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                         preexec_fn=lambda: _limits(limits, processes))
         self.log = _Log(self.proc.stdout)
 
     def run(self, notebook) -> Outcome:
@@ -371,7 +456,7 @@ class Sandbox:
         if self.proc.poll() is not None:   # it never saw the notebook
             _stop(self.proc)
             self.log.join(timeout=5)
-            return Outcome(None, self._startup_failure(), 0.0, started=False)
+            return Outcome(None, self._startup_failure(), 0.0, started=False, kernel=self.kernel)
         part = self.src.with_suffix(".part")
         nbformat.write(notebook, part)
         if self.uid is not None:
@@ -380,8 +465,10 @@ class Sandbox:
         os.replace(part, self.src)   # the runner waits for this name: the notebook arrives whole
         start = time.monotonic()
         problem = _watch(self.proc, self.log, self.workdir, self.limits, start)
-        if self.proc.returncode == STARTUP_FAILED or not self.log.first_cell:   # no learner code ran
-            return Outcome(None, self._startup_failure(problem), time.monotonic() - start, started=False)
+        if self.proc.returncode == STARTUP_FAILED or not self.log.first_cell \
+                or getattr(self.proc, "machine_failed", False):   # no learner code ran, or no verdict may come
+            return Outcome(None, self._startup_failure(problem), time.monotonic() - start, started=False,
+                           kernel=self.kernel)
         out = self.workdir / "executed.ipynb"
         try:  # learner code may have replaced it: read it as the runner would have written it
             text = read_scratch(out, self.limits.executed_bytes).decode("utf-8")
@@ -391,12 +478,15 @@ class Sandbox:
         marker = self.workdir / "stopped.txt"
         if problem is None and (text := read_scratch(marker, 4096)):
             problem = text.decode(errors="replace")[:300]
-        return Outcome(executed, problem, time.monotonic() - start, Timing.read(self.workdir, self.started))
+        return Outcome(executed, problem, time.monotonic() - start, Timing.read(self.workdir, self.started),
+                       kernel=self.kernel)
 
     def _startup_failure(self, problem: str | None = None) -> str:
         """Why the sandbox failed before the notebook's first cell: the runner's (or bubblewrap's)
         last line, else the limit it broke. For the instructor, in English: the learner never reads it."""
         last = self.log.tail.decode(errors="replace").strip().splitlines()[-1:] or [""]
+        if getattr(self.proc, "machine_failed", False):
+            return f"the kernels' template died while it ran the notebook: {(last[0] or problem or '')[:300]}"
         return f"the sandbox failed before the notebook's first cell ran (exit code {self.proc.returncode}): " \
                f"{(last[0] or problem or '')[:300]}"
 
@@ -447,7 +537,10 @@ def _environment(workdir: Path) -> dict[str, str]:
     }
 
 
-def _stop(proc: subprocess.Popen) -> None:
+def _stop(proc: subprocess.Popen | template.Job) -> None:
+    if isinstance(proc, template.Job):
+        proc.stop()
+        return
     try:
         os.killpg(proc.pid, signal.SIGKILL)  # the sandbox and everything in it
     except ProcessLookupError:
