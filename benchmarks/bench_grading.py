@@ -1,7 +1,10 @@
 """How fast the learner's self-checks and the grader are, on this machine, and where the
 grader's time goes.
 
-    python benchmarks/bench_grading.py [UNIT ...] [--rounds N] [--skip-cli] [--skip-class]
+    python benchmarks/bench_grading.py [UNIT ...] [--rounds N] [--skip-cli] [--skip-class] [--skip-forty]
+
+Both ways a kernel can start: forked from the worker's warm template (grader.grading.template,
+the default) and cold (COURSE_GRADER_KERNELS=cold, as where forking cannot be used).
 
 1. Per unit: the slowest self-check (median of 5 runs, with the reference answers), then the
    grading of the reference notebook in a process that has already graded one (as a grading
@@ -18,10 +21,13 @@ grader's time goes.
 3. A class of 21 notebooks across all units (honest, wrong, hostile, broken) graded with one
    worker and with two, in --class-rounds alternating rounds of one run (wall times, speed-up,
    whether the scores are identical), and the same class killed half-way and resumed.
+4. A class of 40 unit-01 notebooks graded with 2 workers, kernels forked against kernels cold,
+   alternating, median of --rounds: the throughput of each and its ratio.
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
 import copy
 import json
 import os
@@ -68,6 +74,20 @@ def selfcheck_times(unit: str) -> dict[str, float]:
             runs.append(time.perf_counter() - start)
         times[name] = statistics.median(runs)
     return times
+
+
+@contextlib.contextmanager
+def kernels(way: str):
+    """Kernels started `way` ("forked" or "cold") in this process and the processes it starts."""
+    before = os.environ.get("COURSE_GRADER_KERNELS")
+    os.environ["COURSE_GRADER_KERNELS"] = way
+    try:
+        yield
+    finally:
+        if before is None:
+            del os.environ["COURSE_GRADER_KERNELS"]
+        else:
+            os.environ["COURSE_GRADER_KERNELS"] = before
 
 
 def breakdown(unit: str, rounds: int) -> tuple[list[Step], float, str]:
@@ -215,7 +235,38 @@ def class_times(rounds: int = 1, cell_seconds: int = 30) -> None:
               f"scores {'identical' if resumed == scores[0] else 'DIFFERENT'}")
 
 
-def cli_against_nbgrader(rounds: int) -> None:
+def forty(rounds: int, workers: int = 2, count: int = 40) -> None:
+    """A class of `count` unit-01 reference notebooks, graded with `workers` workers, kernels
+    forked against cold, in alternating rounds."""
+    from grader.grading import settings
+    from grader.grading.batch import grade_folder
+
+    unit = "01_dot_product"
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        for k in range(count):
+            path = root / "submitted" / f"s{k:02}" / unit / f"{unit}.ipynb"
+            path.parent.mkdir(parents=True)
+            nbformat.write(student_notebook(unit), path)
+        times: dict[str, list[float]] = {"forked": [], "cold": []}
+        for k in range(rounds):
+            for way in (("forked", "cold") if k % 2 == 0 else ("cold", "forked")):
+                with kernels(way):
+                    start = time.perf_counter()
+                    results, _ = grade_folder(root / "submitted", root, settings.load(30, workers=workers),
+                                              regrade=True, progress=False)
+                    times[way].append(time.perf_counter() - start)
+                assert all(r.score == r.max_score for r in results) and len(results) == count
+                assert all(way in r.sandbox.splitlines()[-1] for r in results), results[0].sandbox
+    forked, cold = statistics.median(times["forked"]), statistics.median(times["cold"])
+    print(f"\na class of {count} {unit} notebooks, {workers} workers, {rounds} alternating round(s), medians:")
+    print(f"  kernels forked {forked:6.1f} s ({count / forked * 60:5.1f} notebooks a minute)")
+    print(f"  kernels cold   {cold:6.1f} s ({count / cold * 60:5.1f} notebooks a minute)")
+    print(f"  throughput, forked / cold: x{cold / forked:.2f} (per round: "
+          f"{', '.join(f'{c / f:.2f}' for f, c in zip(times['forked'], times['cold']))})")
+
+
+def cli_against_nbgrader(rounds: int, warm_worker: dict[str, float]) -> None:
     """`python -m grader grade` against `nbgrader autograde` on unit 01's reference submission,
     alternating, each round in fresh processes; and the grader process's own start-up."""
     unit = "01_dot_product"
@@ -229,7 +280,8 @@ def cli_against_nbgrader(rounds: int) -> None:
         nbgrader = [str(Path(sys.executable).parent / "nbgrader")]
         subprocess.run(nbgrader + ["generate_assignment", unit, "--force", *folders], cwd=ROOT, check=True,
                        capture_output=True)
-        commands = {"grader": [sys.executable, "-m", "grader", "grade", str(path), "--json"],
+        grade = [sys.executable, "-m", "grader", "grade", str(path), "--json"]
+        commands = {"grader": grade, "grader, cold": grade,
                     "nbgrader": nbgrader + ["autograde", unit, "--force", *folders],
                     "imports": [sys.executable, "-c",
                                 "import grader.cli, grader.grading.grade, grader.grading.sandbox"]}
@@ -239,22 +291,30 @@ def cli_against_nbgrader(rounds: int) -> None:
             for name, command in commands.items():
                 before = resource.getrusage(resource.RUSAGE_CHILDREN)
                 start = time.perf_counter()
-                done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
+                way = "cold" if name.endswith("cold") else "forked"
+                done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True,
+                                      env={**os.environ, "COURSE_GRADER_KERNELS": way})
                 times[name].append(time.perf_counter() - start)
                 after = resource.getrusage(resource.RUSAGE_CHILDREN)
                 cpu[name].append(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime)
                 if done.returncode != 0:
                     raise RuntimeError(f"{name} failed: {done.stderr[-500:]}")
-                if name == "grader":
+                if name.startswith("grader"):
                     result = json.loads(done.stdout)
                     assert result["score"] == result["max_score"], result
+                    assert ("forked" in result["sandbox"]) == (way == "forked"), result["sandbox"]
     ratios = [g / n for g, n in zip(times["grader"], times["nbgrader"])]
     print(f"\n{unit}, reference submission, {rounds} alternating rounds (median wall; CPU of the process tree):")
-    for name, label in (("grader", "python -m grader grade X --json"), ("nbgrader", "nbgrader autograde"),
+    for name, label in (("grader", "python -m grader grade X --json"),
+                        ("grader, cold", "  the same, kernels started cold"), ("nbgrader", "nbgrader autograde"),
                         ("imports", "the grader's start-up (imports)")):
         print(f"  {label:34} {statistics.median(times[name]):6.2f} s  (CPU {statistics.median(cpu[name]):5.2f} s)")
-    print(f"  grader / nbgrader: x{statistics.median(times['grader']) / statistics.median(times['nbgrader']):.2f} "
-          f"(per round: {', '.join(f'{r:.2f}' for r in ratios)})")
+    nb = statistics.median(times["nbgrader"])
+    print(f"  grader / nbgrader: x{statistics.median(times['grader']) / nb:.2f} "
+          f"(per round: {', '.join(f'{r:.2f}' for r in ratios)}); kernels cold: "
+          f"x{statistics.median(times['grader, cold']) / nb:.2f}")
+    for way, seconds in warm_worker.items():   # a grading worker's second and later notebooks
+        print(f"  one notebook in a grading worker, kernels {way}: {seconds:.2f} s, x{seconds / nb:.2f} of nbgrader")
 
 
 def main() -> None:
@@ -262,29 +322,37 @@ def main() -> None:
     parser.add_argument("units", nargs="*", help="units to measure (default: all)")
     parser.add_argument("--rounds", type=int, default=3, help="runs per measurement (median)")
     parser.add_argument("--skip-cli", action="store_true", help="skip the command line against nbgrader")
-    parser.add_argument("--skip-class", action="store_true", help="skip the class")
+    parser.add_argument("--skip-class", action="store_true", help="skip the mixed class")
+    parser.add_argument("--skip-forty", action="store_true", help="skip the class of 40 unit-01 notebooks")
     parser.add_argument("--class-rounds", type=int, default=1, help="alternating rounds of the class (1 and 2 workers)")
     args = parser.parse_args()
     units = args.units or course.units()
-    totals = {}
+    totals: dict[str, dict[str, float]] = {"forked": {}, "cold": {}}
     for unit in units:
         with redirect_stdout(StringIO()), redirect_stderr(StringIO()):   # the reference's plots and bars
             times = selfcheck_times(unit)
         name, slowest = max(times.items(), key=lambda kv: kv[1]) if times else ("-", 0.0)
-        steps, total, score = breakdown(unit, args.rounds)
-        totals[unit] = total
-        own = sum(step.wall for step in steps if step.name in NOTEBOOK_OWN)
-        counted = [step for step in steps if not step.name.startswith("(")]
-        print(f"\n{unit}: graded {score} in {total:.2f} s (median of {args.rounds}, a worker's process); "
-              f"fixed cost {total - own:.2f} s, the notebook's own imports and cells {own:.2f} s; "
-              f"slowest self-check {name} {slowest * 1000:.1f} ms")
-        for step in steps:
-            print(f"  {step.name:32} {step.wall:6.2f} s wall {step.cpu:6.2f} s CPU")
-        print(f"  {'(sum of the steps)':32} {sum(step.wall for step in counted):6.2f} s")
-    if len(totals) > 1:
-        print("\nmedian wall per unit: " + ", ".join(f"{u[:2]} {t:.2f} s" for u, t in totals.items()))
+        print(f"\n{unit}: slowest self-check {name} {slowest * 1000:.1f} ms")
+        for way in ("forked", "cold"):
+            with kernels(way):
+                steps, total, score = breakdown(unit, args.rounds)
+            totals[way][unit] = total
+            own = sum(step.wall for step in steps if step.name in NOTEBOOK_OWN)
+            counted = [step for step in steps if not step.name.startswith("(")]
+            print(f"  kernels {way}: graded {score} in {total:.2f} s (median of {args.rounds}, a worker's process); "
+                  f"fixed cost {total - own:.2f} s, the notebook's own imports and cells {own:.2f} s")
+            for step in steps:
+                print(f"    {step.name:32} {step.wall:6.2f} s wall {step.cpu:6.2f} s CPU")
+            print(f"    {'(sum of the steps)':32} {sum(step.wall for step in counted):6.2f} s")
+    if len(units) > 1:
+        for way, per_unit in totals.items():
+            print(f"\nmedian wall per unit, kernels {way}: "
+                  + ", ".join(f"{u[:2]} {t:.2f} s" for u, t in per_unit.items()))
     if not args.skip_cli:
-        cli_against_nbgrader(args.rounds)
+        cli_against_nbgrader(args.rounds, {way: t["01_dot_product"] for way, t in totals.items()
+                                           if "01_dot_product" in t})
+    if not args.skip_forty:
+        forty(args.rounds)
     if not args.skip_class:
         class_times(args.class_rounds)
 

@@ -182,3 +182,27 @@ def test_as_an_ordinary_account_a_kernel_starts_whatever_else_the_account_runs(t
     assert "STARTED True None" in out, out
     threads = int(out.split("BOMB", 1)[1].split()[0])
     assert 400 < threads < Limits().processes, out
+
+
+def test_a_template_that_dies_under_a_notebook_is_a_machine_failure_and_is_started_again(tmp_path):
+    """Kernels forked from a warm template (grader.grading.template): the template killed while a
+    notebook runs from it (the machine's out-of-memory killer, an operator) leaves that notebook
+    unscored, a machine failure; the next notebook gets a new template and is graded."""
+    import signal
+    import tempfile
+    from pathlib import Path
+
+    if sandbox.scratch_parent(LIMITS) is None:
+        pytest.skip(f"kernels are not forked here: {sandbox._cold_reason}")
+    first = sandbox._templates[""]
+    with tempfile.TemporaryDirectory(dir=sandbox.scratch_parent(LIMITS)) as job, \
+            sandbox.Sandbox(Path(job), LIMITS) as box:
+        os.killpg(first.proc.pid, signal.SIGKILL)
+        outcome = box.run(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("print('ran')")]))
+    assert not outcome.started and "template died" in outcome.problem, outcome.problem
+    assert not first.alive()
+    path = tmp_path / f"{UNIT}.ipynb"
+    nbformat.write(student_notebook(UNIT), path)
+    result = grade.grade_notebook(path, UNIT, LIMITS)
+    assert result.score == FULL and result.regrade is None
+    assert sandbox._templates[""] is not first and result.sandbox.endswith(sandbox.FORKED)

@@ -337,13 +337,13 @@ def _template(limits: Limits) -> template.Template | None:
     if os.environ.get("COURSE_GRADER_KERNELS", "forked") == "cold":
         _cold("forking kernels is off (COURSE_GRADER_KERNELS=cold)")
         return None
-    kernels = _templates.get("")
-    if kernels is not None and kernels.alive():
-        return kernels
     jail = confinement()
     if not jail.command:
         _cold("there is no bubblewrap sandbox to fork them in")
         return None
+    kernels = _templates.get("")
+    if kernels is not None and kernels.alive():
+        return kernels
     import atexit
     import tempfile
 

@@ -13,9 +13,10 @@ once and then only forks:
   kernel's own `unshare`, for what only can happen after the fork), hides every job folder
   behind an empty tmpfs but its own, fresh one (cwd, HOME, TMPDIR, IPython's and matplotlib's
   folders, /dev/shm), keeps only its log pipe and /dev/null as descriptors, takes the job's
-  environment and forks the runner (G), PID 1 of the new namespace;
-- G drops every capability, becomes `grader.grading.runner` and forks the kernel (K) from
-  itself; when G ends, the kernel ends with the namespace: nothing a notebook starts outlives it;
+  environment and forks G, PID 1 of the new namespace;
+- G drops every capability and forks the runner (R, `grader.grading.runner`), which forks the
+  kernel (K) from itself; G reaps what is left to it and ends with R, and everything in the
+  namespace ends with G: nothing a notebook starts outlives it;
 - the only thing that goes back to the template is C's exit status.
 
     grading worker (host)             bubblewrap sandbox: the worker's user, no network, read-only system
@@ -26,8 +27,8 @@ once and then only forks:
        │◀── log pipe ──────────── C: new user/mount/PID/IPC namespaces; sees its own folder only
        │                             │ fork
        │                             ▼
-       │                          G (PID 1): no capabilities; the runner ── fork ──▶ K: the kernel
-       │◀── C's exit status, from the template ── (G's end ends K and anything K started)
+       │                          G (PID 1): no capabilities; init ─ fork ─▶ R: runner ─ fork ─▶ K: kernel
+       │◀── C's exit status, from the template ── (G ends with R; K and all K started end with G)
        └── watchdog (sandbox._watch): wall time, files, memory of C's tree; `Job.stop` kills C,
            and G with it (its parent-death signal), and so the whole namespace
 
@@ -302,8 +303,8 @@ def _job(jobs: Path, request: dict) -> int:
     _own_folder(jobs, workdir)
     with contextlib.suppress(OSError):   # when memory runs out, the kernel's killer takes a job, not the template
         Path("/proc/self/oom_score_adj").write_text("500")
-    runner = os.fork()
-    if runner == 0:   # G: PID 1 of the job's namespace
+    init = os.fork()
+    if init == 0:   # G: PID 1 of the job's namespace
         code = STARTUP_FAILED
         try:
             _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
@@ -314,16 +315,37 @@ def _job(jobs: Path, request: dict) -> int:
             os.chdir(workdir)
             os.environ.clear()
             os.environ.update(request["env"])
+            code = _init(request["argv"])
+        except BaseException as exc:   # noqa: BLE001 - anything before the first cell is the machine's
+            print(f"the forked job failed: {type(exc).__name__}: {exc}", flush=True)
+        os._exit(code)
+    return _status_code(os.waitpid(init, 0)[1])
+
+
+def _status_code(status: int) -> int:
+    return 128 + os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
+
+
+def _init(argv: list[str]) -> int:
+    """In G, the namespace's init, as bubblewrap's is in a cold sandbox: fork the runner, reap
+    whatever is left to it, and end with the runner (which ends the namespace). The runner is
+    not PID 1, so the kernel can signal it as it can a cold one."""
+    runner = os.fork()
+    if runner == 0:
+        code = STARTUP_FAILED
+        try:
             import tempfile
             tempfile.tempdir = None
             _reseed()
             from .runner import main
-            code = main(request["argv"], forked=True)
-        except BaseException as exc:   # noqa: BLE001 - anything before the first cell is the machine's
+            code = main(argv, forked=True)
+        except BaseException as exc:   # noqa: BLE001
             print(f"the forked job failed: {type(exc).__name__}: {exc}", flush=True)
         os._exit(code)
-    _, status = os.waitpid(runner, 0)
-    return 128 + os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
+    while True:
+        pid, status = os.wait()
+        if pid == runner:
+            return _status_code(status)
 
 
 def _fork(jobs: Path, request: dict, log: int) -> int:
