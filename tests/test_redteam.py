@@ -812,7 +812,7 @@ def test_nothing_crosses_from_one_notebook_to_the_next_on_the_template(tmp_path,
 
     from grader.grading.settings import Limits
 
-    limits = Limits(cell_seconds=30, notebook_seconds=60, memory_bytes=4 * 2**30)
+    limits = Limits(cell_seconds=15, notebook_seconds=40, memory_bytes=4 * 2**30)
     if sandbox.scratch_parent(limits) is None:
         pytest.skip(f"kernels are not forked here: {sandbox._cold_reason}")
     template = sandbox._templates[""]

@@ -120,7 +120,7 @@ def _start(src: str, cell_seconds: int, startup_seconds: int, output_bytes: int,
         client.start_new_kernel_client()   # waits for the kernel's first answer (kernel_info)
     except RuntimeError as exc:   # "Kernel died before replying to kernel_info", "didn't respond in 120 seconds"
         raise StartupError(f"{exc} ({_exit_status(km)})") from exc
-    kernel = km.provisioner.pid
+    kernel = _as_proc_sees(km.provisioner.pid)
     marks["kernel"], marks["kernel_start_cpu"] = time.time(), _cpu_seconds(kernel)
     if warm:  # imports that bind no name: the learner's namespace stays a fresh kernel's
         warming = client.kc.execute(f"for _m in {warm!r}:\n    try:\n        __import__(_m)\n"
@@ -247,6 +247,20 @@ def _save(nb, out: str) -> None:
     with open(tmp, "w", encoding="utf-8") as handle:
         json.dump(nb, handle, ensure_ascii=False)
     os.replace(tmp, out)
+
+
+def _as_proc_sees(child: int) -> int:
+    """`child`'s id in /proc: the same, unless /proc belongs to an outer PID namespace (a forked
+    job's, where the system kept it from mounting its own), where this process's only child is
+    found as /proc lists it."""
+    with contextlib.suppress(OSError, ValueError):
+        if os.readlink("/proc/self") != str(os.getpid()):
+            me = os.readlink("/proc/self")
+            for task in os.listdir(f"/proc/{me}/task"):
+                found = Path(f"/proc/{me}/task/{task}/children").read_text().split()
+                if found:
+                    return int(found[0])
+    return child
 
 
 def _cpu_seconds(pid: int) -> float:

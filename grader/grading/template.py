@@ -308,7 +308,7 @@ def _job(jobs: Path, request: dict) -> int:
         code = STARTUP_FAILED
         try:
             _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-            with contextlib.suppress(OSError):   # its own /proc, where the system lets a namespace have one
+            if request.get("proc"):   # its own /proc, where the system lets a namespace have one
                 _mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
             _drop_capabilities()
             _libc.prctl(PR_SET_DUMPABLE, 1, 0, 0, 0)   # as a started program is: its /proc files its own
@@ -367,8 +367,10 @@ def _fork(jobs: Path, request: dict, log: int) -> int:
     os._exit(code)
 
 
-def _probe() -> str | None:
-    """Why jobs cannot be forked here, or None: a child tries the namespaces a job makes."""
+def _probe() -> tuple[str | None, bool]:
+    """Why jobs cannot be forked here (None: they can), and whether a job's namespace may mount
+    a /proc of its own (a sandbox that covers parts of its /proc keeps a nested one from it): a
+    child tries what a job does."""
     pid = os.fork()
     if pid == 0:
         code = 1
@@ -377,7 +379,12 @@ def _probe() -> str | None:
             _enter_namespaces()
             inner = os.fork()
             if inner == 0:
-                os._exit(0 if os.getpid() == 1 else 1)
+                try:
+                    _mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+                    proc = True
+                except OSError:
+                    proc = False
+                os._exit(0 if os.getpid() == 1 and proc else 2 if os.getpid() == 1 else 1)
             code = os.waitstatus_to_exitcode(os.waitpid(inner, 0)[1])
         except BaseException as exc:   # noqa: BLE001
             with contextlib.suppress(Exception):
@@ -385,7 +392,9 @@ def _probe() -> str | None:
                 sys.stderr.flush()
         os._exit(code)
     status = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
-    return None if status == 0 else "this machine refuses nested user or PID namespaces"
+    if status in (0, 2):
+        return None, status == 0
+    return "this machine refuses nested user or PID namespaces", False
 
 
 def serve(jobs: Path, control: socket.socket) -> None:
@@ -400,7 +409,9 @@ def serve(jobs: Path, control: socket.socket) -> None:
             for name in set(sys.modules) - before:
                 del sys.modules[name]
     threads = len(os.listdir("/proc/self/task"))
-    reason = f"the imports started {threads - 1} thread(s), which a fork would lose" if threads > 1 else _probe()
+    reason, proc = _probe()
+    if threads > 1:
+        reason = f"the imports started {threads - 1} thread(s), which a fork would lose"
     control.send(json.dumps({"ready": reason is None, "reason": reason,
                              "seconds": time.monotonic() - start}).encode())
     if reason:
@@ -409,8 +420,10 @@ def serve(jobs: Path, control: socket.socket) -> None:
         message, fds, _, _ = socket.recv_fds(control, 65536, 1)
         if not message:
             return   # the worker is gone
+        if not fds:
+            continue   # a kill that crossed the job's end: nothing to do
         try:
-            child = _fork(jobs, json.loads(message), fds[0])
+            child = _fork(jobs, {**json.loads(message), "proc": proc}, fds[0])
         finally:
             for fd in fds:
                 os.close(fd)
