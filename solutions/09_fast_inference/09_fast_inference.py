@@ -2264,6 +2264,20 @@ def online_reference(q, k, v, block_size, causal, rescale_sum=True, rescale_acc=
     return acc / l
 
 
+def blocks_averaged(q, k, v, block_size, causal):
+    """A known mistake: each block's own softmax, and the blocks' outputs averaged."""
+    q, k, v = q.double(), k.double(), v.double()
+    outs = []
+    for start in range(0, k.shape[-2], block_size):
+        kb, vb = k[..., start:start + block_size, :], v[..., start:start + block_size, :]
+        s = q @ kb.transpose(-2, -1) / math.sqrt(q.shape[-1])
+        if causal:
+            cols = torch.arange(kb.shape[-2]) + start
+            s = s.masked_fill(cols[None, :] > torch.arange(q.shape[-2])[:, None], float("-inf"))
+        outs.append(torch.softmax(s, dim=-1).nan_to_num() @ vb)
+    return torch.stack(outs).mean(dim=0)
+
+
 def online_mistakes(q, k, v, block_size, causal):
     def ref(**switches):
         return online_reference(q, k, v, block_size, causal, **switches)
@@ -2274,6 +2288,10 @@ def online_mistakes(q, k, v, block_size, causal):
                       "exp(m_old - m_new) before adding the block's sum", ref(rescale_sum=False))
         yield Mistake("the running weighted sum of the values is not rescaled when the maximum grows: multiply it by "
                       "exp(m_old - m_new) before adding the block's p @ v", ref(rescale_acc=False))
+        yield Mistake("each block's softmax was taken on its own and the blocks' outputs averaged: a block's weights "
+                      "must be shared with every other block's. Keep a running maximum m and sum l over all blocks, "
+                      "rescale the sum and the output by exp(m_old - m_new) when m grows, and divide by l at the end",
+                      blocks_averaged(q, k, v, block_size, causal))
         if causal:
             yield Mistake("the causal mask compares the query index with the key's index inside the block; compare "
                           "it with the key's position in the whole sequence, start + j", ref(local_mask=True))
@@ -3225,7 +3243,8 @@ def call_flash_attention(q, k, v, grad, block_size, causal):
     return out.detach(), q.grad, k.grad, v.grad, torch.tensor(kept, dtype=torch.float64)
 
 
-def reference_backward(q, k, v, grad, causal, lse_from_max=False, with_delta=True, scaled=True, backward_mask=None):
+def reference_backward(q, k, v, grad, causal, lse_from_max=False, with_delta=True, scaled=True, backward_mask=None,
+                       lse_without_max=False):
     """Full attention's output and gradients in float64, with switches that reproduce mistakes
     (backward_mask: whether the backward pass masks the scores, when it differs from `causal`)."""
     q, k, v = (t.clone().requires_grad_() for t in (q, k, v))
@@ -3238,10 +3257,12 @@ def reference_backward(q, k, v, grad, causal, lse_from_max=False, with_delta=Tru
         weights = torch.softmax(scores, dim=-1)
         out = weights @ v
         out.backward(grad)
-    if with_delta and scaled and not lse_from_max and backward_mask in (None, causal):
+    if with_delta and scaled and not lse_from_max and not lse_without_max and backward_mask in (None, causal):
         return out.detach(), q.grad, k.grad, v.grad
     with torch.no_grad():   # the same backward as the reference's, with one part changed
         lse = scores.amax(dim=-1, keepdim=True) if lse_from_max else torch.logsumexp(scores, dim=-1, keepdim=True)
+        if lse_without_max:   # log(l) alone, l summed after the maximum was subtracted
+            lse = lse - scores.amax(dim=-1, keepdim=True)
         again = q @ k.transpose(-2, -1) * scale
         if causal if backward_mask is None else backward_mask:
             again = again.masked_fill(blocked, float("-inf"))
@@ -3277,6 +3298,10 @@ def flash_mistakes(q, k, v, grad, causal):
     _, dq, dk, dv = reference_backward(q, k, v, grad, causal, lse_from_max=True)
     yield Mistake("the weights recomputed in the backward pass are not normalised: save L = m + log(l), the "
                   "log-sum-exp, not only the maximum m, and recompute P = exp(S - L)", (None, dq, dk, dv, None))
+    _, dq, dk, dv = reference_backward(q, k, v, grad, causal, lse_without_max=True)
+    yield Mistake("the log-sum-exp was saved without its maximum: l was summed after m was subtracted, so the "
+                  "log-sum-exp is L = m + log(l), not log(l) alone; save L and recompute P = exp(S - L)",
+                  (None, dq, dk, dv, None))
     if causal:
         yield Mistake("the backward pass leaves the causal mask out: recompute each block's scores masked exactly as the "
                       "forward pass masked them, so that the weights of future keys are exp(-inf - L) = 0",

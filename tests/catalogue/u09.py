@@ -406,6 +406,20 @@ def online_softmax_attention(q, k, v, block_size, causal=False):
         lse = new_lse
     return out
 """, "all lie in its future"),
+    Mistake("the blocks' own softmaxes averaged", ONL, """
+def online_softmax_attention(q, k, v, block_size, causal=False):
+    scale = 1.0 / math.sqrt(q.shape[-1])
+    rows = torch.arange(q.shape[-2])[:, None]
+    total, blocks = 0, 0
+    for start in range(0, k.shape[-2], block_size):
+        scores = (q @ k[..., start:start + block_size, :].transpose(-2, -1)) * scale
+        if causal:
+            cols = torch.arange(start, start + scores.shape[-1])
+            scores = scores.masked_fill(cols > rows, float("-inf"))
+        total = total + torch.softmax(scores, dim=-1).nan_to_num() @ v[..., start:start + block_size, :]
+        blocks += 1
+    return total / blocks
+""", "each block's softmax was taken on its own"),
     Mistake("causal ignored", ONL, online(causal="False"), "the causal mask is ignored"),
     Mistake("scores not scaled", ONL, online(scale="1.0"), "not scaled"),
     Mistake("full attention, block_size ignored", ONL, """
@@ -452,6 +466,10 @@ def online_softmax_attention(q, k, v, block_size, causal=False):
     Mistake("only the maximum saved, not the log-sum-exp", FA,
             flash("ctx.save_for_backward(q, k, v, out, m + torch.log(l))", "ctx.save_for_backward(q, k, v, out, m)"),
             "not only the maximum m"),
+    Mistake("the log-sum-exp saved without its maximum", FA,
+            flash("ctx.save_for_backward(q, k, v, out, m + torch.log(l))",
+                  "ctx.save_for_backward(q, k, v, out, torch.log(l))"),
+            "saved without its maximum"),
     Mistake("the plain loop of exercise 5 under autograd", FA, """
 def flash_attention(q, k, v, block_size, causal=False):
     return online_softmax_attention(q, k, v, block_size, causal)
