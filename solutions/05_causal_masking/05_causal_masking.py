@@ -1685,14 +1685,17 @@ def call_rope(x, positions, base):
     return rope(x, positions, base)
 
 
-def rope_reference(x, positions, base, sign=1.0, pairs="neighbours", exponent=2.0, back="interleaved"):
-    """RoPE in float64, with switches that reproduce known mistakes."""
+def rope_reference(x, positions, base, sign=1.0, pairs="neighbours", exponent=2.0, back="interleaved",
+                   turned_entries="both"):
+    """RoPE in float64, with switches that reproduce known mistakes (turned_entries: "first" or
+    "second" turns one entry of each pair only, "cos" scales both by cos without the sin terms)."""
     x, d = x.double(), x.shape[-1]
     omega = base ** (-exponent * torch.arange(d // 2, dtype=torch.float64) / d)       # (d/2,)
     angle = positions.double()[:, None] * omega                                       # (T, d/2)
     cos, sin = torch.cos(angle), sign * torch.sin(angle)
     a, b = (x[..., 0::2], x[..., 1::2]) if pairs == "neighbours" else (x[..., :d // 2], x[..., d // 2:])
-    turned = (a * cos - b * sin, a * sin + b * cos)
+    turned = {"both": (a * cos - b * sin, a * sin + b * cos), "first": (a * cos - b * sin, b),
+              "second": (a, a * sin + b * cos), "cos": (a * cos, b * cos)}[turned_entries]
     if pairs != "neighbours" or back == "halves":
         return torch.cat(turned, dim=-1)
     return torch.stack(turned, dim=-1).flatten(-2)
@@ -1710,6 +1713,12 @@ def rope_mistakes(x, positions, base):
     yield Mistake("you turned the pairs clockwise; counter-clockwise, as asked, (a, b) becomes "
                   "(a cos θ - b sin θ, a sin θ + b cos θ)",
                   rope_reference(x, positions, base, sign=-1.0))
+    for one in ("first", "second"):
+        yield Mistake("you turned only one entry of each pair: the pair (a, b) turns as a whole, to "
+                      "(a cos θ - b sin θ, a sin θ + b cos θ), and both new entries mix a and b",
+                      rope_reference(x, positions, base, turned_entries=one))
+    yield Mistake("you multiplied both entries by cos θ and left out the sin θ terms: the pair (a, b) turns to "
+                  "(a cos θ - b sin θ, a sin θ + b cos θ)", rope_reference(x, positions, base, turned_entries="cos"))
     if x.shape[-1] > 2:
         yield Mistake("you paired entry i with entry i + d/2 (a convention some libraries use); here each pair is "
                       "two neighbours, (2i, 2i+1)", rope_reference(x, positions, base, pairs="halves"))

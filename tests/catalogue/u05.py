@@ -25,12 +25,14 @@ def rope(x, positions, base=10000.0):
 """
 
 
+_TURNED = "first * cos - second * sin, first * sin + second * cos"
+
+
 def _rope(base="base", exponent="d", positions="positions", first="x[..., 0::2]", second="x[..., 1::2]",
           back="torch.stack(turned, dim=-1).flatten(-2)", sign=""):
     code = (_ROPE.replace("BASE", base).replace("EXPONENT", exponent).replace("POSITIONS", positions)
             .replace("FIRST", first).replace("SECOND", second).replace("BACK", back))
-    return code.replace("first * cos - second * sin, first * sin + second * cos",
-                        "first * cos + second * sin, -first * sin + second * cos") if sign else code
+    return code.replace(_TURNED, "first * cos + second * sin, -first * sin + second * cos") if sign else code
 
 # A CausalAttention written from parts, with one line changed by each mistake below.
 _CA = """
@@ -367,6 +369,12 @@ def is_permutation_equivariant(fn, num_tokens, d, trials=3):
     Mistake("rotated by arange(T) instead of positions", RO, _rope(positions="torch.arange(x.shape[-2])"),
             "not by positions[t]"),
     Mistake("turned clockwise", RO, _rope(sign="-"), "clockwise"),
+    Mistake("only the first entry of each pair turned", RO,
+            _rope().replace(_TURNED, "first * cos - second * sin, second"), "only one entry of each pair"),
+    Mistake("only the second entry of each pair turned", RO,
+            _rope().replace(_TURNED, "first, first * sin + second * cos"), "only one entry of each pair"),
+    Mistake("both entries scaled by cos, no sin terms", RO, _rope().replace(_TURNED, "first * cos, second * cos"),
+            "left out the sin θ terms"),
     Mistake("pairs (i, i + d/2) instead of neighbours", RO,
             _rope(first="x[..., :d // 2]", second="x[..., d // 2:]", back="torch.cat(turned, dim=-1)"),
             "entry i with entry i + d/2"),
