@@ -362,7 +362,7 @@ def _template(limits: Limits) -> template.Template | None:
     if jail.drops_user:
         command += _drop_to(sandbox_uid())
     try:
-        kernels = template.Template(command, _environment(home), jobs, os.setsid, limits.startup_seconds)
+        kernels = template.Template(command, _environment(home), jobs, limits.startup_seconds)
     except (template.Unavailable, OSError) as exc:
         shutil.rmtree(jobs, ignore_errors=True)
         _cold(str(exc))

@@ -73,14 +73,15 @@ class Template:
         job = template.start(workdir, runner_args, env)                       # forks: milliseconds
     """
 
-    def __init__(self, command: list[str], env: dict[str, str], jobs: Path, preexec, startup_seconds: int):
-        self.jobs = jobs
+    def __init__(self, command: list[str], env: dict[str, str], jobs: Path, startup_seconds: int):
+        self.jobs, self.closed = jobs, False
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self.control = ours
+        # A session of its own (made without a preexec_fn: the worker has threads), killed as one.
         self.proc = subprocess.Popen(command + [sys.executable, "-m", "grader.grading.template", str(jobs),
                                                 str(theirs.fileno())],
                                      cwd=jobs, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                     stderr=subprocess.PIPE, pass_fds=(theirs.fileno(),), preexec_fn=preexec)
+                                     stderr=subprocess.PIPE, pass_fds=(theirs.fileno(),), start_new_session=True)
         theirs.close()
         hello = self._receive(startup_seconds)
         if not hello or not hello.get("ready"):
@@ -90,7 +91,7 @@ class Template:
         self.seconds = hello["seconds"]
 
     def alive(self) -> bool:
-        return self.proc.poll() is None
+        return not self.closed and self.proc.poll() is None
 
     def start(self, workdir: Path, argv: list[str], env: dict[str, str], rlimits: list[tuple[int, int]],
               startup_seconds: int) -> Job:
@@ -131,8 +132,13 @@ class Template:
         return lines[-1][:300] if lines else f"exit code {self.proc.returncode}"
 
     def close(self) -> None:
+        """Kill the sandbox and every job in it; once only (a process group's id is free again
+        once it is gone, and may be another sandbox's)."""
+        if self.closed:
+            return
+        self.closed = True
         with contextlib.suppress(ProcessLookupError):
-            os.killpg(self.proc.pid, signal.SIGKILL)   # the sandbox, and every job in it
+            os.killpg(self.proc.pid, signal.SIGKILL)
         self.proc.wait()
         self.control.close()
         if self.proc.stderr:
@@ -162,6 +168,9 @@ class Job:
 
     def _settle(self, timeout: float | None) -> bool:
         """Wait up to `timeout` s for the template's word that the job ended."""
+        if self.template.closed:   # gone under it
+            self.returncode, self.machine_failed = STARTUP_FAILED, True
+            return True
         ready, _, _ = select.select([self.template.control], [], [], timeout)
         if not ready:
             return False
@@ -184,7 +193,6 @@ class Job:
             if not self._settle(10):   # the template does not answer: it goes, and the job with it
                 self.template.close()
                 self.returncode, self.machine_failed = STARTUP_FAILED, True
-        self.stdout.close()
 
 
 def _exit_code(status: int) -> int:
