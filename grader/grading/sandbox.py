@@ -263,17 +263,10 @@ def _tree_memory(pid: int) -> int:
     """Bytes of memory that `pid` and all its descendants use (their proportional share of
     pages, so that forked children are not counted twice). RLIMIT_AS caps each process; this
     caps them together."""
-    total, todo, seen = 0, [pid], set()
-    while todo:
-        pid = todo.pop()
-        if pid in seen:
-            continue
-        seen.add(pid)
+    total = 0
+    for one in template.descendants(pid):
         try:
-            for task in os.listdir(f"/proc/{pid}/task"):
-                with open(f"/proc/{pid}/task/{task}/children") as handle:
-                    todo += [int(child) for child in handle.read().split()]
-            with open(f"/proc/{pid}/smaps_rollup") as handle:
+            with open(f"/proc/{one}/smaps_rollup") as handle:
                 total += next((int(line.split()[1]) * 1024 for line in handle if line.startswith("Pss:")), 0)
         except (OSError, ValueError):  # it ended meanwhile
             pass

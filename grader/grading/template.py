@@ -200,24 +200,33 @@ def _exit_code(status: int) -> int:
     return 128 - status if status < 0 else status
 
 
-def _host_pid(root: int, inner: int) -> int | None:
-    """The id, as this process sees it, of the descendant of `root` whose id in the sandbox's
-    PID namespace is `inner` (NSpid in /proc/PID/status lists a process's ids, outermost first)."""
+def descendants(root: int):
+    """`root` and every process below it, as /proc lists them now (one that ends meanwhile is
+    skipped)."""
     todo, seen = [root], set()
     while todo:
         pid = todo.pop()
         if pid in seen:
             continue
         seen.add(pid)
+        yield pid
         try:
-            for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-                if line.startswith("NSpid:"):
-                    ids = line.split()[1:]
-                    if len(ids) == 2 and int(ids[1]) == inner:
-                        return pid
             for task in os.listdir(f"/proc/{pid}/task"):
                 todo += [int(c) for c in Path(f"/proc/{pid}/task/{task}/children").read_text().split()]
         except (OSError, ValueError):
+            pass
+
+
+def _host_pid(root: int, inner: int) -> int | None:
+    """The id, as this process sees it, of the descendant of `root` whose id in the sandbox's
+    PID namespace is `inner` (NSpid in /proc/PID/status lists a process's ids, outermost first)."""
+    for pid in descendants(root):
+        try:
+            ids = next(line.split()[1:] for line in Path(f"/proc/{pid}/status").read_text().splitlines()
+                       if line.startswith("NSpid:"))
+            if len(ids) == 2 and int(ids[1]) == inner:
+                return pid
+        except (OSError, ValueError, StopIteration):
             pass
     return None
 
