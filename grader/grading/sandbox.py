@@ -452,9 +452,10 @@ class Sandbox:
             return Outcome(None, self._startup_failure(), 0.0, started=False, kernel=self.kernel)
         part = self.src.with_suffix(".part")
         nbformat.write(notebook, part)
-        if self.uid is not None:
+        if self.uid is not None:   # the grader's files; the runner's own may come and go meanwhile
             for path in self.workdir.iterdir():
-                os.chown(path, self.uid, self.uid)
+                with contextlib.suppress(FileNotFoundError):
+                    os.chown(path, self.uid, self.uid, follow_symlinks=False)
         os.replace(part, self.src)   # the runner waits for this name: the notebook arrives whole
         start = time.monotonic()
         problem = _watch(self.proc, self.log, self.workdir, self.limits, start)
