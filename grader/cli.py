@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import stat
 import sys
 from pathlib import Path
 
@@ -62,6 +63,8 @@ def _grade(args) -> int:
     from .grading.batch import grade_folder, table
 
     course_root = Path(args.course_dir) if args.course_dir else path.resolve().parent
+    if course_root.is_dir() and course_root.stat().st_mode & stat.S_ISGID:
+        os.umask(os.umask(0) & ~0o070)   # a teaching team's folder (hub.team_course): what grading writes stays theirs
     results, graded_now = grade_folder(path, course_root, config, shard=shard, regrade=args.regrade,
                                        progress=not args.json)
     if args.report:

@@ -78,6 +78,12 @@ def course_settings(spawner) -> None:
     environment = hub.server_environment(spawner.user.name, STATE)
     spawner.environment.update(environment)
     spawner.cmd = [environment["COURSE_PYTHON"], "-m", "jupyterhub.singleuser"]
+    if hub.is_instructor(spawner.user.name):
+        # What an instructor makes is the team's to change, and nobody else's. Their JupyterLab
+        # opens in the team's course folder, which nbgrader's Validate and Formgrader's links want
+        # inside the server's root (~/attention-course links out of the home).
+        spawner.cmd = ["/bin/sh", "-c", 'umask 007 && exec "$@"', "sh", *spawner.cmd]
+        spawner.notebook_dir = f"~/{hub.COURSE_FOLDER}"
     if course_language() == "zh":   # JupyterLab's menus in Chinese
         spawner.args = [f"--LabApp.app_settings_dir={hub.settings(STATE) / 'lab' / 'zh'}"]
 

@@ -38,9 +38,22 @@ UNIT = "01_dot_product"
 @dataclass
 class Classroom:
     state: Path
-    instructor: accounts.Account
+    instructors: list[accounts.Account]   # the teaching team
     learners: list[accounts.Account]
     clone: Path    # the course the class runs from (this checkout, or a copy of it)
+    tag: str       # in every account's name
+
+    @property
+    def instructor(self) -> accounts.Account:
+        """The first instructor."""
+        return self.instructors[0]
+
+    def join(self, instructor: bool) -> accounts.Account:
+        """One more account, made by `hub add` now (while the hub runs, if it does)."""
+        kind, people = ("teach", self.instructors) if instructor else ("learner", self.learners)
+        [account] = _add([f"{kind}{self.tag}x{len(people)}"], self.state, instructor, self.clone)
+        people.append(account)
+        return account
 
     @property
     def course(self) -> Path:
@@ -105,24 +118,24 @@ def _learners_environment(state: Path) -> None:
 
 @contextmanager
 def classroom(learners: int, clone: bool = False) -> Iterator[Classroom]:
-    """An exchange, an instructor with a course folder and `learners` learners; all removed after.
-    clone: the class runs from a copy of the course, with a learners' environment for the hub."""
+    """An exchange, an instructor with the team's course folder and `learners` learners (more join
+    with `Classroom.join`); all removed after. clone: the class runs from a copy of the course, with
+    a learners' environment for the hub."""
     groups_before = {g.gr_name for g in grp.getgrall()}
     top = Path(tempfile.mkdtemp(prefix="course-class-", dir="/tmp"))
     top.chmod(0o755)
     state = top / "state"
     state.mkdir(mode=0o755)
-    tag = secrets.token_hex(2)
-    made: list[accounts.Account] = []
+    room = Classroom(state, [], [], accounts.ROOT, secrets.token_hex(2))
     try:
-        source = _copy_course(top) if clone else accounts.ROOT
         if clone:
+            room.clone = _copy_course(top)
             _learners_environment(state)
-        made += _add([f"teach{tag}"], state, instructor=True, clone=source)
-        made += _add([f"learner{tag}x{k}" for k in range(learners)], state, instructor=False, clone=source)
-        yield Classroom(state, made[0], made[1:], source)
+        room.join(instructor=True)
+        room.learners += _add([f"learner{room.tag}x{k}" for k in range(learners)], state, False, room.clone)
+        yield room
     finally:
-        for account in made:
+        for account in room.instructors + room.learners:
             accounts.remove(account)
         for group in (hub.LEARNERS, hub.INSTRUCTORS):
             if group not in groups_before:

@@ -5,10 +5,13 @@ from the Assignment List and submit (one right, one with a catalogued mistake); 
 own terminal nothing of the answers can be read (the clone, its solutions and source notebooks,
 the instructor's course folder, the gradebook), nor the other learner's work, and nothing in the
 exchange's root can be made, moved or deleted, before the first release and after it; the
-instructor collects, grades with `python -m grader grade` as their own account with the sandbox
-on, releases the feedback and exports grades; Formgrader shows both scores; each learner fetches
-their own feedback and sees their score and, for the mistake, its message; the Canvas and Moodle
-exports hold both.
+instructor collects; a second instructor joins the teaching team while the hub runs, grades what
+the first collected with `python -m grader grade` as their own account with the sandbox on, into
+the one gradebook, and releases a unit the first did not, which the learners see; nothing of the
+second instructor's, nor the team's course folder, can be read from a learner's terminal; the
+first instructor releases the feedback and exports grades; Formgrader shows both scores; each
+learner fetches their own feedback and sees their score and, for the mistake, its message, and
+cannot read the other's page, knowing its name; the Canvas and Moodle exports hold both.
 
 Along the way a third learner attacks the class as tests/hub_attacks.py describes, and each attack
 fails: a submission in another learner's name, an inbound entry that stopped nbgrader's collect for
@@ -43,11 +46,12 @@ from catalogue import u01
 from classroom import UNIT, in_browser_terminal
 from reference import answers, student_notebook
 
-from grader.classroom import hub
+from grader.classroom.exchange import feedback_folder, feedback_page
 from grader.grading.unsandboxed import MESSAGE
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 MISTAKE = u01.MISTAKES[0]   # the dot product normalised into a cosine
+OTHER_UNIT = "02_softmax"    # released by the second instructor
 FULL = 5
 
 playwright = pytest.importorskip("playwright.sync_api", reason="needs Playwright: pip install -e '.[test]'")
@@ -98,11 +102,13 @@ def instructor_commands() -> list[str]:
     return [line.split("  #")[0].strip() for line in block.group(1).splitlines() if line.strip()]
 
 
-def _as_documented(page, room, command: str, seconds: int = 120) -> str:
-    """One of the documented commands, typed into the instructor's terminal after its `cd`; it must succeed."""
+def _as_documented(page, room, command: str, seconds: int = 120, instructor=None) -> str:
+    """One of the documented commands, typed into an instructor's terminal (the first's, unless
+    given) after its `cd`; it must succeed."""
     cd, *_ = instructor_commands()
-    typed = in_browser_terminal(page, room.instructor.name, f"{cd} && {command}", seconds)
-    assert typed.status == 0, f"{command!r} in the instructor's terminal:\n{typed.output[-3000:]}"
+    name = (instructor or room.instructor).name
+    typed = in_browser_terminal(page, name, f"{cd} && {command}", seconds)
+    assert typed.status == 0, f"{command!r} in {name}'s terminal:\n{typed.output[-3000:]}"
     return typed.output
 
 
@@ -202,12 +208,28 @@ def test_a_class_releases_submits_grades_and_returns_feedback_through_the_hub(ro
             assert refused in collected, collected[-3000:]
         taken = room.course / "submitted" / cat.name / UNIT
         assert sorted(path.name for path in taken.iterdir()) == ["timestamp.txt"]   # nothing of the links
-        _as_documented(teacher, room, grade, seconds=600)
+
+        # A second instructor joins the teaching team while the hub runs, grades what the first
+        # collected, into the one gradebook, and releases a unit the first did not.
+        second = room.join(instructor=True)
+        colleague = _log_in(browser, url, second)
+        _as_documented(colleague, room, grade, seconds=600, instructor=second)
+        _as_documented(colleague, room, f"nbgrader release_assignment {OTHER_UNIT}", instructor=second)
+        page = _assignment_list(pages[ann.name])
+        page.locator("#released_assignments_list .list_item", has_text=OTHER_UNIT).wait_for(timeout=60_000)
+        _refused(pages[ben.name], ben, [f"ls {second.home}", f"ls {room.course.resolve()}",
+                                        f"cat {room.course.resolve()}/gradebook.db",
+                                        f"ls {room.exchange}/attention-course/inbound/"])
         graded = [json.loads(path.read_text()) for path in (room.course / "grader_results").glob(f"*/{UNIT}.json")]
         scores = {r["student"]: r for r in graded}
         assert scores[ann.name]["score"] == FULL and scores[ben.name]["score"] == FULL - 1
         assert all(r["sandbox"].startswith("bubblewrap: uid 65534 in a user namespace") for r in graded)
         _as_documented(teacher, room, feedback)
+        # Each page is its learner's alone: ben knows the name of ann's, and still cannot read it.
+        folder = feedback_folder(str(room.exchange), "attention-course", ann.name)
+        ann_page = feedback_page(folder, (ann_submission / "submission_secret.txt").read_text(), UNIT)
+        assert Path(ann_page).is_file()
+        _refused(pages[ben.name], ben, [f"ls {Path(folder).parent}", f"ls {folder}", f"cat {ann_page}"])
         _as_documented(teacher, room, export)
         canvas = {row["SIS Login ID"]: row
                   for row in csv.DictReader(io.StringIO((room.course / "canvas.csv").read_text()))}
@@ -318,9 +340,9 @@ def _instructor_views(url: str, room, teacher, ben, planted: Path) -> None:
 
     lab = teacher.context.new_page()
     [page] = (room.course / "feedback" / ben.name / UNIT).glob("*.html")
-    lab.goto(f"{url}/user/{room.instructor.name}/files/{page.relative_to(room.instructor.home).as_posix()}")
+    lab.goto(f"{url}/user/{room.instructor.name}/files/{page.relative_to(room.course).as_posix()}")
     assert hostile.pwned(lab) == []
-    submitted = f"{hub.COURSE_FOLDER}/submitted/{ben.name}/{UNIT}/{UNIT}.ipynb"
+    submitted = f"submitted/{ben.name}/{UNIT}/{UNIT}.ipynb"   # an instructor's JupyterLab opens in the course folder
     lab.goto(f"{url}/user/{room.instructor.name}/lab/tree/{submitted}")
     lab.locator(".jp-NotebookPanel-toolbar .validate-button").click(timeout=120_000)
     dialog = lab.locator(".jp-Dialog", has_text="Validate runs only the course's own notebooks")

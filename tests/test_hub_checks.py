@@ -7,6 +7,7 @@ instructor (as a learner could under an exchange writable by all) stops the hub 
 Needs root (to act as another account); skipped otherwise."""
 from __future__ import annotations
 
+import grp
 import os
 import pwd
 import shutil
@@ -15,6 +16,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+import accounts
 import pytest
 
 from grader import course
@@ -95,6 +97,7 @@ def test_a_venv_made_from_a_python_other_accounts_cannot_run_is_named_for_deleti
     assert sorted(path.name for path in venv.iterdir()) == ["bin", "pyvenv.cfg"]   # nothing installed
 
 
+@pytest.mark.xdist_group("end-to-end")   # makes the class's groups, as the class tests do
 def test_a_course_folder_in_the_exchange_made_by_another_account_stops_the_hub(tmp_path):
     state = tmp_path / "state"
     folder = hub.exchange(state) / course.COURSE_ID
@@ -106,11 +109,44 @@ def test_a_course_folder_in_the_exchange_made_by_another_account_stops_the_hub(t
     assert folder.is_dir()   # left for the instructor to look at
 
 
+@pytest.mark.xdist_group("end-to-end")   # makes the class's groups, as the class tests do
 def test_the_exchange_root_is_roots_and_the_course_folder_goes_to_the_first_instructor(tmp_path):
+    """...shared by the teaching team: their group, setgid, as nbgrader's `groupshared` has it."""
     state = tmp_path / "state"
     folder = hub.prepare_exchange(state)
     teachers = hub.members(hub.INSTRUCTORS)   # another test's class may have one now
     owner = pwd.getpwnam(teachers[0]).pw_uid if teachers else 0
-    for path, uid in ((hub.exchange(state), 0), (folder, owner)):
-        status = path.stat()
-        assert (status.st_uid, status.st_mode & 0o7777) == (uid, 0o755), path
+    assert _owner_mode(hub.exchange(state)) == (0, 0, 0o755)
+    assert _owner_mode(folder) == (owner, grp.getgrnam(hub.INSTRUCTORS).gr_gid, 0o2775)
+
+
+@pytest.mark.system
+@pytest.mark.xdist_group("end-to-end")   # it makes accounts in the class's group, as the class tests do
+def test_each_learner_gets_a_feedback_folder_of_their_own_and_inbound_is_made_closed(tmp_path):
+    """feedback/ unlistable; each learner's folder root's, in their own group, setgid, others
+    may only drop pages in; a learner whose own group is shared gets none; inbound/ is the
+    instructor's, sticky, made before nbgrader would make it (see hub.prepare_exchange)."""
+    groups_before = {g.gr_name for g in grp.getgrall()}
+    own = accounts.make("fbown", groups=(hub.LEARNERS,))
+    sharing = accounts.make("fbshare", groups=(hub.LEARNERS,))
+    try:
+        subprocess.run(["usermod", "-g", hub.LEARNERS, sharing.name], check=True)   # one group for all
+        folder = hub.prepare_exchange(tmp_path / "state")
+        feedback, inbound = folder / "feedback", folder / "inbound"
+        assert _owner_mode(feedback) == (0, 0, 0o711)
+        assert _owner_mode(inbound) == (folder.stat().st_uid, grp.getgrnam(hub.INSTRUCTORS).gr_gid, 0o3773)
+        assert _owner_mode(feedback / own.name) == (0, pwd.getpwnam(own.name).pw_gid, 0o2753)
+        assert not (feedback / sharing.name).exists()
+        (feedback / own.name).chmod(0o777)   # changed by hand: put back at the next start
+        hub.prepare_exchange(tmp_path / "state")
+        assert _owner_mode(feedback / own.name)[2] == 0o2753
+    finally:
+        for account in (own, sharing):
+            accounts.remove(account)
+        for group in {own.name, sharing.name, hub.LEARNERS, hub.INSTRUCTORS} - groups_before:
+            subprocess.run(["groupdel", group], capture_output=True)
+
+
+def _owner_mode(path: Path) -> tuple[int, int, int]:
+    status = path.stat()
+    return status.st_uid, status.st_gid, status.st_mode & 0o7777

@@ -19,13 +19,28 @@ Every learner may write into inbound/, and the instructor collects from it as th
   folder at a time), and read no further than nbgrader's size limits: a link to the instructor's
   solutions or to /dev/urandom is skipped with one line, never read as the instructor.
 Every refusal is one line of collect's log, and collect goes on for everyone else.
+
+Feedback belongs to its learner. nbgrader puts every learner's feedback page in one folder,
+feedback/, named by a hash of the submission's secret and readable by all: whoever learns a
+name (the secret lies world-readable in the submission) reads another learner's page, the
+hidden tests' verdicts with it. Here feedback/ is root's (mode 711) and each learner has a
+folder of their own in it, feedback/NAME, which the hub makes (`./course hub add`): root's, its
+group the learner's own, mode 2753. A learner lists and reads their own; any instructor may put
+a page in it, which `ReleaseFeedback` writes as a new file readable by its owner and that group
+alone (mode 640: the setgid folder gives it the learner's group); nobody else can list, watch
+or read anything there, even knowing a name. `FetchFeedback` and `List` look for a learner's
+pages there.
+
 hub/learner/nbgrader_config.py names these classes for every server of the hub.
 """
 from __future__ import annotations
 
 import fnmatch
+import glob
 import os
 import pwd
+import re
+import secrets
 import stat
 from dataclasses import dataclass
 from datetime import datetime
@@ -34,7 +49,7 @@ from pathlib import Path
 from nbgrader.api import Gradebook, MissingEntry
 from nbgrader.exchange import default
 from nbgrader.exchange.default.collect import groupby
-from nbgrader.utils import parse_utc
+from nbgrader.utils import get_username, notebook_hash, parse_utc
 
 
 class _EnterableRoot:
@@ -51,8 +66,53 @@ class FetchAssignment(_EnterableRoot, default.ExchangeFetchAssignment):
     pass
 
 
+def feedback_folder(root: str, course_id: str, student: str) -> str:
+    """A learner's own folder of feedback pages in the exchange (see the module)."""
+    return os.path.join(root, course_id, "feedback", student)
+
+
+def feedback_page(folder: str, secret: str, notebook_id: str) -> str:
+    """The page of one notebook of a submission, named as nbgrader names it."""
+    return os.path.join(folder, f"{notebook_hash(secret=secret, notebook_id=notebook_id)}.html")
+
+
+def _secret(submission: str) -> str | None:
+    """The secret nbgrader's submit left in the learner's cached copy of a submission."""
+    try:
+        with open(os.path.join(submission, "submission_secret.txt")) as secret:
+            return secret.read()
+    except OSError:
+        return None
+
+
 class FetchFeedback(_EnterableRoot, default.ExchangeFetchFeedback):
-    pass
+    """nbgrader's fetch of feedback, from the learner's own folder (nbgrader's secret-named pages;
+    the names of nbgrader before 0.7 are never released here)."""
+
+    def init_src(self):
+        if self.coursedir.course_id == "":
+            self.fail("No course id specified. Re-run with --course flag.")
+        me = get_username() if self.coursedir.student_id == "*" else self.coursedir.student_id
+        self.src_path = feedback_folder(self.root, self.coursedir.course_id, me)
+        self.cache_path = os.path.join(self.cache, self.coursedir.course_id)
+        if not os.path.isdir(self.src_path):
+            self.fail(f"This course has no feedback folder for you ({self.src_path} is missing or closed to you): "
+                      "please contact your instructor")
+        pattern = os.path.join(self.cache_path, f"*+{self.coursedir.assignment_id or '*'}+*")
+        self.feedback_files = []
+        for submission in sorted(glob.glob(pattern)):
+            _, assignment_id, timestamp = os.path.basename(submission).split("+")
+            secret = _secret(submission)
+            for notebook in sorted(glob.glob(os.path.join(submission, "*.ipynb"))):
+                notebook_id = os.path.splitext(os.path.basename(notebook))[0]
+                page = feedback_page(self.src_path, secret, notebook_id) if secret else None
+                if page and os.path.isfile(page):
+                    self.feedback_files.append((notebook_id, timestamp, page))
+                    self.log.info("Found feedback for '%s/%s/%s' submitted at %s", self.coursedir.course_id,
+                                  assignment_id, notebook_id, timestamp)
+                else:
+                    self.log.warning("Could not find feedback for '%s/%s/%s' submitted at %s",
+                                     self.coursedir.course_id, assignment_id, notebook_id, timestamp)
 
 
 class ReleaseAssignment(_EnterableRoot, default.ExchangeReleaseAssignment):
@@ -60,11 +120,96 @@ class ReleaseAssignment(_EnterableRoot, default.ExchangeReleaseAssignment):
 
 
 class ReleaseFeedback(_EnterableRoot, default.ExchangeReleaseFeedback):
-    pass
+    """nbgrader's release of feedback, each page into its learner's own folder, readable by them
+    alone; a learner without a folder is said in one line, and the others get theirs."""
+
+    def init_dest(self):
+        if self.coursedir.course_id == "":
+            self.fail("No course id specified. Re-run with --course flag.")
+        self.course_path = os.path.join(self.root, self.coursedir.course_id)
+        self.dest_path = os.path.join(self.course_path, "feedback")
+        if not os.path.isdir(self.dest_path):
+            self.fail(f"{self.dest_path} is missing: the class's hub makes it (./course hub add, as root)")
+
+    def copy_files(self):
+        excluded = set(filter(None, (self.coursedir.student_id_exclude or "").split(",")))
+        place = re.compile(re.escape(os.path.sep).join([
+            self.coursedir.format_path(self.coursedir.feedback_directory, "(?P<student_id>.*)",
+                                       self.coursedir.assignment_id, escape=True),
+            "(?P<notebook_id>.*).html"]))
+        for html in sorted(glob.glob(os.path.join(self.src_path, "*.html"))):
+            found = place.match(html)
+            if found is None or found["student_id"] in excluded:
+                continue
+            student, notebook_id = found["student_id"], found["notebook_id"]
+            graded = os.path.dirname(html)
+            with open(os.path.join(graded, "submission_secret.txt")) as secret:
+                page = feedback_page(feedback_folder(self.root, self.coursedir.course_id, student), secret.read(),
+                                     notebook_id)
+            try:
+                _hand_over(html, page, student)
+            except Refused as why:
+                self.log.error("Feedback not released for %s: %s", student, why)
+                continue
+            self.log.info("Released feedback for student '%s' on assignment '%s/%s/%s'", student,
+                          self.coursedir.course_id, self.coursedir.assignment_id, notebook_id)
+
+
+def _hand_over(html: str, page: str, student: str) -> None:
+    """Write `html` as `page` in `student`'s folder: a new file of the instructor's, mode 640, in
+    the folder's group, which must be the learner's own; then renamed over an earlier page, so a
+    learner never reads half of one. Nothing there is followed or opened but what this makes."""
+    try:
+        group = pwd.getpwnam(student).pw_gid
+    except KeyError:
+        raise Refused(f"there is no account {student!r}") from None
+    try:   # O_PATH: the instructor may write into the folder, not list it
+        folder = os.open(os.path.dirname(page), os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW)
+    except OSError as error:
+        raise Refused(f"{os.path.dirname(page)} cannot be opened ({error.strerror}): ./course hub add {student} "
+                      "(as root) makes it") from None
+    try:
+        status = os.fstat(folder)
+        if status.st_uid != 0 or status.st_gid != group or status.st_mode & 0o7777 != 0o2753:
+            raise Refused(f"{os.path.dirname(page)} is not the learner's own folder (root's, in their group, "
+                          f"mode 2753): ./course hub add {student} (as root) makes it so")
+        part = f".{os.path.basename(page)}.{secrets.token_hex(8)}"
+        made = os.open(part, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600, dir_fd=folder)
+        with open(made, "wb") as out, open(html, "rb") as source:
+            out.write(source.read())
+            os.fchmod(out.fileno(), 0o640)
+        os.replace(part, os.path.basename(page), src_dir_fd=folder, dst_dir_fd=folder)
+    finally:
+        os.close(folder)
 
 
 class List(_EnterableRoot, default.ExchangeList):
-    pass
+    """nbgrader's list, with a learner's submitted assignments' feedback looked for in their own folder."""
+
+    def parse_assignments(self):
+        assignments = super().parse_assignments()
+        if not (self.inbound or self.cached):
+            return assignments
+        for assignment in assignments:
+            for info in assignment["submissions"]:
+                if info["status"] != "submitted":
+                    continue
+                secret = _secret(info["path"])
+                folder = feedback_folder(self.root, info["course_id"], info["student_id"])
+                for notebook in info["notebooks"]:
+                    page = feedback_page(folder, secret, notebook["notebook_id"]) if secret else None
+                    notebook["has_exchange_feedback"] = bool(page) and os.path.isfile(page)
+                    notebook["feedback_updated"] = notebook["has_local_feedback"] and \
+                        notebook["has_exchange_feedback"] and not _same(page, notebook["local_feedback_path"])
+                if info["notebooks"]:
+                    info["has_exchange_feedback"] = all(nb["has_exchange_feedback"] for nb in info["notebooks"])
+                    info["feedback_updated"] = any(nb["feedback_updated"] for nb in info["notebooks"])
+        return assignments
+
+
+def _same(one: str, other: str) -> bool:
+    with open(one, "rb") as a, open(other, "rb") as b:
+        return a.read() == b.read()
 
 
 class Submit(_EnterableRoot, default.ExchangeSubmit):

@@ -15,13 +15,17 @@ The servers' Jupyter settings are copied into STATE/settings, readable by all.
 
 nbgrader's exchange, STATE/exchange, belongs to root (mode 755): nobody else can make, move or
 delete anything in it. The course's folder in it is made by the hub and given to the first
-instructor; below it, nbgrader's own folders and modes (see grader/classroom/exchange.py).
+instructor; below it, nbgrader's own folders and modes, but for feedback/: the hub makes a
+folder in it for each learner, which only that learner can read (see grader/classroom/exchange.py).
 
 `hub add` makes each NAME a Unix account in the class's group, with a private home and a
-password printed once: learners log in with it, and each server runs as its owner. An
-instructor also gets ~/attention-course, the course folder that nbgrader's commands,
-`python -m grader grade` and Formgrader share. The hub runs as root, as JupyterHub must to
-start servers as other users; grading does not: the instructor grades as themselves.
+password printed once: learners log in with it, and each server runs as its owner. The
+instructors are a teaching team: one course folder, STATE/course, which nbgrader's commands,
+`python -m grader grade` and Formgrader share (~/attention-course links to it), and one course
+folder in the exchange, both shared by their group as nbgrader's `groupshared` has it; any of
+them releases, collects, grades, returns feedback and exports. The hub runs as root, as
+JupyterHub must to start servers as other users; grading does not: each instructor grades as
+themselves.
 """
 from __future__ import annotations
 
@@ -76,16 +80,17 @@ def prepare(state: Path) -> None:
     (state / "hub").mkdir(parents=True, exist_ok=True)
     os.chmod(state, 0o755)
     os.chmod(state / "hub", 0o700)
-    for group in (LEARNERS, INSTRUCTORS):
-        _group(group)
     prepare_exchange(state)
+    team_course(state)
     _copy_settings(state)
 
 
 def prepare_exchange(state: Path) -> Path:
     """STATE/exchange, root's, mode 755, and the course's folder in it, made now so that no
-    learner can make it first. nbgrader wants that folder to belong to the instructor who
-    releases: it goes to the first instructor, and stays root's until there is one."""
+    learner can make it first: it goes to the first instructor (root's until there is one), in
+    the instructors' group, which nbgrader's `groupshared` lets every instructor use."""
+    for group in (LEARNERS, INSTRUCTORS):
+        _group(group)
     root = exchange(state)
     root.mkdir(parents=True, exist_ok=True)
     os.chown(root, 0, 0)
@@ -104,11 +109,48 @@ def prepare_exchange(state: Path) -> Path:
     if owner != "root" and not is_instructor(owner):
         raise HubProblem(f"{folder} belongs to {owner}, who is not an instructor of the class: look at what is "
                          f"in it, remove it (rm -r {folder}), then start again")
-    teachers = members(INSTRUCTORS)
+    teachers, team = members(INSTRUCTORS), grp.getgrnam(INSTRUCTORS).gr_gid
     if owner == "root" and teachers:
-        user = pwd.getpwnam(teachers[0])
-        os.chown(folder, user.pw_uid, user.pw_gid)
+        os.chown(folder, pwd.getpwnam(teachers[0]).pw_uid, -1)
+    # Shared by the teaching team as nbgrader's `groupshared` has it: in their group, setgid.
+    os.chown(folder, -1, team)
+    os.chmod(folder, 0o2775)
+    # inbound/ as nbgrader makes it for a team (learners write, only instructors list), made here
+    # so that no learner can open it in the instant between nbgrader's mkdir and its chmod and list
+    # it ever after; sticky, so that no learner can move another's submission.
+    _closed_folder(folder / "inbound", 0o3773, folder.stat().st_uid, team)
+    feedback_folders(folder / "feedback")
     return folder
+
+
+def feedback_folders(feedback: Path) -> None:
+    """The course's feedback/ in the exchange, root's (mode 711: nobody lists it), and in it each
+    learner's own folder: root's, in the learner's own group, mode 2753. The learner lists and
+    reads it, every instructor may write pages into it but not list it, and the setgid bit gives
+    each page the learner's group (see grader/classroom/exchange.py)."""
+    _closed_folder(feedback, 0o711)
+    for name in members(LEARNERS):
+        user = pwd.getpwnam(name)
+        group = grp.getgrgid(user.pw_gid)
+        shared = sorted((set(group.gr_mem) | {u.pw_name for u in pwd.getpwall() if u.pw_gid == user.pw_gid})
+                        - {name})
+        if shared:
+            print(f"hub: no feedback folder for {name}: their own group {group.gr_name} is shared with "
+                  f"{', '.join(shared[:3])}, who could read their feedback; give {name} a group of their own "
+                  f"(groupadd {name}-own && usermod -g {name}-own {name}), then ./course hub add {name}", flush=True)
+            continue
+        _closed_folder(feedback / name, 0o2753, group=user.pw_gid)
+
+
+def _closed_folder(path: Path, mode: int, owner: int = 0, group: int = 0) -> None:
+    """`path`, a folder of `owner`'s in `group` with `mode`, whatever was there before. A new one
+    is made closed (mode 700) and opened up after: nobody can open it, and keep it open to list or
+    watch it, before it has its owner and mode."""
+    if path.is_symlink() or (path.exists() and not path.is_dir()):
+        path.unlink()
+    path.mkdir(mode=0o700, exist_ok=True)
+    os.chown(path, owner, group)
+    os.chmod(path, mode)
 
 
 def _copy_settings(state: Path) -> None:
@@ -192,27 +234,55 @@ def first_screen(name: str) -> None:
         os.chown(path, user.pw_uid, user.pw_gid)
 
 
-def course_folder(name: str, state: Path) -> Path:
-    """~NAME/attention-course: nbgrader's course folder for an instructor, owned by them. Its
+def team_course(state: Path) -> Path:
+    """STATE/course: nbgrader's course folder, one for the whole teaching team (its gradebook,
+    submissions, grades and feedback): root's, in the instructors' group, mode 2770. Every
+    instructor reads and writes it; what anyone makes in it goes to the group (the setgid bit,
+    nbgrader's `groupshared` and the instructors' umask 007); learners cannot enter it. Its
     nbgrader_config.py names the course's settings and the exchange, so nbgrader's commands
     work from there in a terminal, inside the hub or not; solutions/ and notebooks/ are the
     course's own, read-only (made by `python -m grader release`)."""
-    user = pwd.getpwnam(name)
-    folder = Path(user.pw_dir) / COURSE_FOLDER
-    folder.mkdir(exist_ok=True)
+    folder, team = state / "course", grp.getgrnam(INSTRUCTORS).gr_gid
+    _closed_folder(folder, 0o2770, group=team)
     for edition in ("solutions", "notebooks", "solutions-zh", "notebooks-zh"):
         link = folder / edition
         if not link.is_symlink():
             link.symlink_to(course.ROOT / edition)
     (folder / "nbgrader_config.py").write_text(
-        '"""nbgrader\'s settings for this course folder (written by `./course hub add --instructor`)."""\n'
+        '"""nbgrader\'s settings for the team\'s course folder (written by `./course hub`)."""\n'
         "c = get_config()  # noqa: F821\n"
         f"load_subconfig({str(HUB / 'learner' / 'nbgrader_config.py')!r})  # noqa: F821\n"
         f"c.CourseDirectory.root = {str(folder)!r}\n"
+        "c.CourseDirectory.groupshared = True   # what nbgrader makes here stays the team's\n"
         f"c.Exchange.root = {str(exchange(state))!r}\n")
-    for path in (folder, *folder.iterdir()):
-        os.lchown(path, user.pw_uid, user.pw_gid)
+    # SQLite makes a database file with mode 644 whatever the umask, and its journals with the
+    # database's mode: the gradebook is made here, empty (an empty file is a new database to
+    # SQLite), writable by the group.
+    gradebook = os.open(folder / "gradebook.db", os.O_CREAT | os.O_WRONLY | os.O_NOFOLLOW, 0o660)
+    try:
+        os.fchown(gradebook, -1, team)
+        os.fchmod(gradebook, 0o660)
+    finally:
+        os.close(gradebook)
     return folder
+
+
+def course_folder(name: str, state: Path) -> Path:
+    """~NAME/attention-course, where an instructor finds the team's course folder: a link to it.
+    A folder of their own there, from a hub that had one instructor, is left as it is and said."""
+    user = pwd.getpwnam(name)
+    link, shared = Path(user.pw_dir) / COURSE_FOLDER, team_course(state)
+    if link.is_dir() and not link.is_symlink():
+        print(f"hub: {link} is {name}'s own course folder, from a hub with one instructor: the team's is {shared}. "
+              f"To share it, as root: cp -a {link}/. {shared}/ && chgrp -R {INSTRUCTORS} {shared} && "
+              f"chmod -R g+rwX {shared} && mv {link} {link}.own, then ./course hub add {name} --instructor",
+              flush=True)
+        return link
+    if link.is_symlink():
+        link.unlink()
+    link.symlink_to(shared)
+    os.lchown(link, user.pw_uid, user.pw_gid)
+    return link
 
 
 def members(group: str) -> list[str]:
