@@ -54,7 +54,7 @@ _SETTING_KEYWORDS = {"loc", "cmap", "color", "colors", "marker", "linestyle", "l
 # Strings that name things in code: never prose, whatever they hold.
 _NAMING_CALLS = {"forbid", "Spec", "getattr", "setattr", "hasattr", "register_buffer", "get", "open", "Path",
                  "startswith", "endswith", "split", "join", "replace", "encode", "decode", "compile", "exec", "eval",
-                 "import_module", "einsum",
+                 "import_module", "einsum", "raised",   # raised("ValueError: matmul"): an error as raised
                  "tokenizer_parts"}   # unit 08's tests: the sample texts a tokenizer is tried on
 
 

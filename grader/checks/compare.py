@@ -130,11 +130,40 @@ def named_mistake(matching: Iterable[str]) -> str | None:
                        mistakes=" ".join(f"({i}) {message}" for i, message in enumerate(found, 1))))
 
 
-def error_message(got: Any) -> str | None:
-    """The message for a result that is an error raised by the learner's code (see
-    `spec.error_value`): where it was raised, worded in the learner's language."""
+class Crash(str):
+    """The message for an error that a known mistake raises: the mistake's message, then the
+    error as it was raised. `mistake` is the mistake's message alone."""
+    mistake: str
+
+    def __new__(cls, text: str, mistake: str) -> Crash:
+        message = super().__new__(cls, text)
+        message.mistake = mistake
+        return message
+
+
+def known_crash(got: Any, mistakes: Mistakes) -> str | None:
+    """The message of the known mistakes that raise the error `got` is: a mistake's value may be
+    an error (`spec.raised`), the start of the error's text, "ValueError: matmul"."""
     if not wire.is_error(got):
         return None
+    text = str(got[wire.ERROR])
+    return named_mistake(message for message, value in mistakes
+                         if wire.is_error(value) and text.startswith(str(value[wire.ERROR])))
+
+
+def error_message(got: Any, mistakes: Mistakes = ()) -> str | None:
+    """The message for a result that is an error raised by the learner's code (see
+    `spec.error_value`): where it was raised, worded in the learner's language; first the known
+    mistake that raises it, if one does."""
+    if not wire.is_error(got):
+        return None
+    message = _raised(got)
+    known = known_crash(got, mistakes) if not isinstance(message, NotWritten) else None
+    return Crash(say("{mistake} ({error})", mistake=known, error=message), known) if known else message
+
+
+def _raised(got: wire.ErrorValue) -> str:
+    """The error as raised: where, worded in the learner's language."""
     text = str(got[wire.ERROR])
     error, _, detail = text.partition(": ")
     where, line = got.get("where"), got.get("line")   # plain data the learner's process sent: check its kind
@@ -165,7 +194,7 @@ def tensor_message(got: Any, want: torch.Tensor, mistakes: Mistakes = (),
     value that mistake produces on the same input; a match names the mistake.
     """
     if error_message(got):
-        return error_message(got)
+        return error_message(got, mistakes)
     if numpy and not wire.is_array(got):
         return say("expected a NumPy array, got {got}", got=describe(got))
     g = _as_tensor(got)
@@ -202,7 +231,7 @@ def tensor_message(got: Any, want: torch.Tensor, mistakes: Mistakes = (),
 def exact_message(got: Any, want: Any, mistakes: Mistakes = ()) -> str | None:
     """For ints, bools, strings, lists and integer tensors: equality, with mistakes named."""
     if error_message(got):
-        return error_message(got)
+        return error_message(got, mistakes)
     known = named_mistake(message for message, value in mistakes if _equal(got, value) and not _equal(value, want))
     if known:
         return known
@@ -251,7 +280,7 @@ class Numpy(Tensor):
 
     def __call__(self, got, want, mistakes):
         if error_message(got):
-            return error_message(got)
+            return error_message(got, mistakes)
         if isinstance(want, tuple):
             if not isinstance(got, (tuple, list)) or len(got) != len(want):
                 return say("expected a tuple of {n} NumPy arrays, got {got}", n=len(want), got=describe(got))
@@ -273,14 +302,14 @@ class Tuple(Tensor):
 
     def __call__(self, got, want, mistakes):
         if error_message(got):
-            return error_message(got)
+            return error_message(got, mistakes)
         if not isinstance(got, (tuple, list)) or len(got) != len(want):
             return say("expected a tuple of {n} tensors, got {got}", n=len(want), got=describe(got))
         for i, (g, w) in enumerate(zip(got, want)):
             known = _part(mistakes, i)
             msg = tensor_message(g, w, known, self.steps)
             if msg:  # a known mistake, or code not written yet, says it all; another message names the part
-                named = msg in {m.message for m in known} or isinstance(msg, (NotWritten, Several))
+                named = msg in {m.message for m in known} or isinstance(msg, (NotWritten, Several, Crash))
                 return msg if named else say("{part}: {message}", part=self.part(i), message=msg)
         return None
 
@@ -300,7 +329,7 @@ class Float:
 
     def __call__(self, got, want, mistakes):
         if error_message(got):
-            return error_message(got)
+            return error_message(got, mistakes)
         if isinstance(got, bool) or not isinstance(got, (int, float)):
             return say("expected a Python float, got {got} (use .item() to turn a tensor into a number)",
                        got=describe(got))
@@ -324,7 +353,7 @@ class Frequencies:
 
     def __call__(self, got, want, mistakes):
         if error_message(got):
-            return error_message(got)
+            return error_message(got, mistakes)
         if not isinstance(got, torch.Tensor) or _shape(got) != _shape(want):
             return say("expected counts of shape {shape}, got {got}", shape=_shape(want), got=describe(got))
         freq = got.double() / got.double().sum(-1, keepdim=True).clamp_min(1)

@@ -32,11 +32,11 @@ from typing import Any
 import torch
 
 from . import wire
-from .compare import Exact, Float, Frequencies, Judge, Mistake, NotWritten, Number, Numpy, Several, Tensor, Tuple
+from .compare import Crash, Exact, Float, Frequencies, Judge, Mistake, NotWritten, Number, Numpy, Several, Tensor, Tuple
 from .i18n import say
 from .wire import to_plain
 
-__all__ = ["Case", "Spec", "Mistake", "run", "attempt", "load_params", "build", "dropout_seen", "forbid",
+__all__ = ["Case", "Spec", "Mistake", "raised", "run", "attempt", "load_params", "build", "dropout_seen", "forbid",
            "NotAsAsked", "CheckFailed", "DropoutLog",
            "Tensor", "Number", "Numpy", "Tuple", "Exact", "Float", "Frequencies"]
 
@@ -78,6 +78,15 @@ class Spec:
     def all_cases(self) -> list[Case]:
         generator = torch.Generator().manual_seed(self.seed)
         return list(self.examples()) + list(self.cases(generator))
+
+
+def raised(error: str) -> wire.ErrorValue:
+    """A known mistake's value when the mistake raises instead of returning: the start of the
+    error's text as the learner's code raises it, "ValueError: matmul" (see `compare.known_crash`).
+
+        yield Mistake("the weights used transposed ...", raised("ValueError: matmul"))
+    """
+    return wire.error(error)
 
 
 class CheckFailed(AssertionError):
@@ -225,6 +234,8 @@ def _failure(spec: Spec, case: Case, got: Any) -> tuple[str, str | None] | None:
     message = spec.judge(got, want, mistakes)
     if message is None:
         return None
+    if isinstance(message, Crash):
+        return failure_text(spec.name, case.label, message), message.mistake
     named = message in {m.message for m in mistakes} or isinstance(message, Several)
     return failure_text(spec.name, case.label, message), message if named else None
 

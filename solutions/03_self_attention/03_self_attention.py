@@ -273,7 +273,7 @@ import math
 
 import torch
 
-from grader.spec import Case, Mistake, Numpy, Spec, run
+from grader.spec import Case, Mistake, Numpy, Spec, raised, run
 
 SEED_X = torch.tensor([[1.0, 0.0, 1.0, 0.0], [0.0, 2.0, 0.0, 2.0], [1.0, 1.0, 1.0, 1.0]], dtype=torch.float64)
 SEED_X4 = torch.cat([SEED_X, torch.tensor([[2.0, 0.0, 0.0, 1.0]], dtype=torch.float64)])
@@ -359,6 +359,24 @@ def numpy_attention_mistakes(x, w_query, w_key, w_value):
                   "instead", (None, (weights @ x.double()).numpy()))
     yield Mistake("you returned (output, weights): the order is (weights, output)",
                   ((weights @ v).numpy(), weights.numpy()))
+    if t == d_k:   # Q @ K fits only then; anywhere else it raises NumPy's "matmul" error
+        yield Mistake("the keys are not transposed: the scores are Q @ K.T, one row per query and one column per key",
+                      both(torch.softmax(q @ k / root, dim=-1)))
+    # The weights used transposed: x @ w.T fits only square weights, w @ x only d_k = d_v = T
+    # (the worked example); anywhere else the product raises NumPy's "matmul" error.
+    transposed = ("the weights are used transposed: x holds one row per word, of width d_in, and each weight "
+                  "matrix is (d_in, d_k), so the queries are x @ w_query, of shape (T, d_k); neither "
+                  "x @ w_query.T nor w_query @ x")
+    for fits, product in ((d_in == d_k == d_v, lambda w: x.double() @ w.double().T),
+                          (d_k == t == d_v, lambda w: w.double() @ x.double())):
+        if fits:
+            qt, kt, vt = (product(w) for w in (w_query, w_key, w_value))
+            wt = torch.softmax(qt @ kt.T / math.sqrt(kt.shape[-1]), dim=-1)
+            yield Mistake(transposed, (wt.numpy(), (wt @ vt).numpy()))
+    yield Mistake("the shapes of a matrix product do not fit. x is (T, d_in) and each weight matrix (d_in, d_k): "
+                  "the queries are x @ w_query, of shape (T, d_k), the scores Q @ K.T, of shape (T, T), and the "
+                  "output weights @ V. Were the weights used transposed (w_query @ x, x @ w_query.T), or the keys "
+                  "left without .T?", raised("ValueError: matmul"))
 
 
 run(Spec("attention_numpy", call_attention_numpy, numpy_attention_oracle, examples=numpy_attention_examples,

@@ -2167,7 +2167,18 @@ def call_generate(state, context_length, prompt, n, train, seed):
     mode_after = (model.training if model.training == model.drop_emb.training
                   else (model.training, model.drop_emb.training))
     model.eval()
+    torch.manual_seed(3)
     greedy = generate(model, prompt.clone(), n, temperature=0.0)
+    torch.manual_seed(4)
+    if not torch.equal(greedy, generate(model, prompt.clone(), n, temperature=0.0)):   # sampled, not greedy
+        logits = torch.randn(2, 5, generator=torch.Generator().manual_seed(0))
+        torch.manual_seed(3)
+        alone = sample_next_token(logits, temperature=0.0)
+        torch.manual_seed(4)
+        if torch.equal(alone, sample_next_token(logits, temperature=0.0)):   # the cause is generate's, not the sampler's
+            raise NotAsAsked("with temperature=0.0, generate gave other tokens on each run, though sample_next_token "
+                             "alone is greedy at temperature 0: generate drops the sampling options it was given. "
+                             "Pass temperature, top_k, top_p and generator on to sample_next_token")
     top1 = generate(model, prompt.clone(), n, temperature=1.0, top_k=1)
     torch.manual_seed(1)
     first = generate(model, prompt.clone(), n, temperature=2.0, generator=torch.Generator().manual_seed(7))

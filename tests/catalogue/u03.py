@@ -142,6 +142,24 @@ def attention_numpy(x, w_query, w_key, w_value):
     return weights, weights @ V
 """, "contains NaN", selfcheck=False),
 
+    Mistake("the weights used transposed (x @ w.T): NumPy's matmul raises", N, """
+def attention_numpy(x, w_query, w_key, w_value):
+    Q, K, V = x @ w_query.T, x @ w_key.T, x @ w_value.T
+    weights = softmax(Q @ K.T / np.sqrt(K.shape[1]), axis=-1)
+    return weights, weights @ V
+""", "the shapes of a matrix product do not fit"),
+    Mistake("the weights used transposed (w @ x): fits the worked example, raises elsewhere", N, """
+def attention_numpy(x, w_query, w_key, w_value):
+    Q, K, V = w_query @ x, w_key @ x, w_value @ x
+    weights = softmax(Q @ K.T / np.sqrt(K.shape[-1]), axis=-1)
+    return weights, weights @ V
+""", "the weights are used transposed"),
+    Mistake("the keys not transposed (Q @ K): fits the worked example, raises elsewhere", N, """
+def attention_numpy(x, w_query, w_key, w_value):
+    Q, K, V = x @ w_query, x @ w_key, x @ w_value
+    weights = softmax(Q @ K / np.sqrt(K.shape[1]), axis=-1)
+    return weights, weights @ V
+""", "the keys are not transposed"),
     # --- SelfAttention ---------------------------------------------------------------------
     Mistake("keys made with the query projection", S, SELF_INIT + """
     def forward(self, x):

@@ -448,6 +448,7 @@ def train_step(model, optimizer, x, y, max_norm=None):
             "top_k is not passed on", selfcheck=True),
     Mistake("generator not passed on", GEN, generator_code(sampling="temperature, top_k, top_p"),
             "`generator` is not passed on"),
+    Mistake("no sampling option passed on", GEN, generator_code(sampling=""), "drops the sampling options"),
     # --- categories a learner's code may meet: gradients held before the call, forward without targets,
     # --- probabilities where logits are expected, the dtype of token ids, layers left in train mode
     Mistake("gradients cleared after the step only", STEP, """
