@@ -1100,10 +1100,14 @@ def is_causal_oracle(scenario):
 
 def is_causal_mistakes(scenario):
     found = {
-        "causal": [("your detector said False for a causal attention module: change only the tokens after "
-                    "position t, and compare only the outputs at positions 0..t", False)],
+        "causal": [("your detector said False for a causal attention module. Change only the tokens after "
+                    "position t (changed[:, t + 1:]), on a fresh copy of x for each t (x.clone(): changes made to x "
+                    "itself pile up from one t to the next), and compare only the outputs at positions 0..t (the "
+                    "output at t + 1 sees its own, changed token)", False)],
         "unmasked": [("your detector said True for an attention module with no mask at all: it must return False "
-                      "as soon as an earlier output moves when a later token changes", True)],
+                      "as soon as an earlier output moves when a later token changes. Does its loop over t run "
+                      "(range(num_tokens - 1) has num_tokens - 1 steps), and does it compare with a small "
+                      "tolerance?", True)],
         "rounding": [("your detector said False for a module that is causal up to float32 rounding: compare with a "
                       "small tolerance (e.g. torch.allclose with atol around 1e-5), not exact equality", False)],
         "little": [("your detector missed a small leak (earlier outputs moved by about 1e-3): your tolerance is "

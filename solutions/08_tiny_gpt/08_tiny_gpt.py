@@ -444,14 +444,15 @@ def call_get_batch(data, block_size, batch_size, seed):
     if not bool(match_x.any(-1).all()):
         raise NotAsAsked("some rows of x are not windows data[s : s + block_size] of the data")
     pair = match_x[:, :-1] & (y[:, None, :] == windows[None, 1:]).all(-1)   # x at s and y at s + 1
+    shifted = bool(pair.any(-1).all())                           # every row of y is its row of x shifted by one
     drawn = pair.nonzero()[:, 1]                                 # every start that fits some row
-    lowest, highest = (int(drawn.min()), int(drawn.max())) if len(drawn) else (-1, -1)
+    lowest, highest = (int(drawn.min()), int(drawn.max())) if shifted else (-1, -1)   # the starts of pairs, if pairs
     again = []
     for global_seed in (1, 2):
         torch.manual_seed(global_seed)
         again.append(get_batch(data, block_size, batch_size, generator=torch.Generator().manual_seed(seed + 10)))
     same = all(torch.equal(a, b) for a, b in zip(*again))
-    return bool(pair.any(-1).all()), lowest, highest, same
+    return shifted, lowest, highest, same
 
 
 def get_batch_oracle(data, block_size):

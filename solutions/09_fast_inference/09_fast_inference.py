@@ -971,6 +971,14 @@ def forward_cached_mistakes(cfg, state, idx, chunks):
         yield Mistake("the new tokens were given the positions 0, 1, ... again; they stand at len(cache), "
                       "len(cache) + 1, ... (the cached keys keep the positions they were computed with)",
                       gpt_logits(cfg, state, idx, positions=restart))
+    # The offset taken from something other than the cache's length (while it stays inside the
+    # position table: past it, pos_emb raises).
+    for offset, used in ((lambda c: cfg["num_layers"], "len(caches), the number of layers"),
+                         (lambda c: c, "idx.shape[1], the number of new tokens")):
+        positions = torch.cat([offset(c) + torch.arange(c) for c in chunks])
+        if int(positions.max()) < cfg["context_length"]:
+            yield Mistake(f"the new tokens' positions start at {used}; they start at len(caches[0]), the number of "
+                          "positions the cache already holds", gpt_logits(cfg, state, idx, positions=positions))
 
 
 def overflow_cases(g):

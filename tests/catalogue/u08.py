@@ -246,6 +246,14 @@ def get_batch(data, block_size, batch_size, generator=None):
     y = torch.stack([data[s + 1:s + block_size + 1] for s in starts]).float()
     return x, y
 """, "must be a long tensor"),
+    Mistake("targets from starts of their own", BATCH, """
+def get_batch(data, block_size, batch_size, generator=None):
+    starts = torch.randint(0, len(data) - block_size, (batch_size,), generator=generator)
+    offsets = torch.randint(0, len(data) - block_size, (batch_size,), generator=generator)
+    x = torch.stack([data[s:s + block_size] for s in starts.tolist()])
+    y = torch.stack([data[s + 1:s + 1 + block_size] for s in offsets.tolist()])
+    return x.long(), y.long()
+""", "y is not x shifted by one"),
     # --- the model
     Mistake("pos_emb(idx) instead of the positions", GPT,
             gpt(embed="self.tok_emb(idx) + self.pos_emb(idx)"), "pos_emb(idx)"),

@@ -341,6 +341,12 @@ def rotary_cached_attention(att, x, cache):
     Mistake("positions restart at 0 for every call", FWD,
             forward(positions="torch.arange(t, device=idx.device)"), "positions 0, 1, ... again"),
     Mistake("no check of the context length", FWD, forward(check="pass"), "raised an IndexError"),
+    Mistake("the offset is the number of layers, len(caches)", FWD,
+            forward(positions="torch.arange(len(caches), len(caches) + t, device=idx.device)"),
+            "start at len(caches), the number of layers"),
+    Mistake("the offset is the number of new tokens", FWD,
+            forward(positions="torch.arange(t, 2 * t, device=idx.device)"),
+            "start at idx.shape[1], the number of new tokens"),
     # --- generate_cached
     Mistake("a sliding cache: the oldest entry dropped, the rest kept", GEN,
             generator_code(feed='''if len(caches[0]) == 0:
