@@ -173,15 +173,16 @@ def _certificate(folder: Path) -> tuple[Path, Path]:
 
 
 @contextmanager
-def running_hub(room: Classroom, timeout: float = 300) -> Iterator[str]:
-    """`python -m grader hub` on free ports, over HTTPS as a class's hub must be (JupyterHub tells
-    a WebSocket by a header browsers send over HTTPS only): its URL while it runs."""
+def running_hub(room: Classroom, timeout: float = 300, language: str | None = None) -> Iterator[str]:
+    """`python -m grader hub [language]` on free ports, over HTTPS as a class's hub must be
+    (JupyterHub tells a WebSocket by a header browsers send over HTTPS only): its URL while it runs."""
     port = _free_ports(3)   # the hub's public port, its API and the proxy's API
     prefix, _ = accounts.view()
     log = room.state / "hub.log"
     cert, key = _certificate(room.state)
     with open(log, "wb") as out:
-        proc = subprocess.Popen([*prefix, sys.executable, "-m", "grader", "hub", "--port", str(port), "--ip",
+        proc = subprocess.Popen([*prefix, sys.executable, "-m", "grader", "hub", *([language] if language else []),
+                                 "--port", str(port), "--ip",
                                  "127.0.0.1", "--state", str(room.state), "--ssl-cert", str(cert),
                                  "--ssl-key", str(key)],
                                 stdout=out, stderr=subprocess.STDOUT, start_new_session=True, cwd=room.clone)

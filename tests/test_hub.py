@@ -11,7 +11,8 @@ the one gradebook, and releases a unit the first did not, which the learners see
 second instructor's, nor the team's course folder, can be read from a learner's terminal; the
 first instructor releases the feedback and exports grades; Formgrader shows both scores; each
 learner fetches their own feedback and sees their score and, for the mistake, its message, and
-cannot read the other's page, knowing its name; the Canvas and Moodle exports hold both.
+cannot read the other's page, knowing its name; the Canvas and Moodle exports hold both. Then
+`./course hub zh` serves the same class in Chinese (test_the_chinese_edition_through_the_hub).
 
 Along the way a third learner attacks the class as tests/hub_attacks.py describes, and each attack
 fails: a submission in another learner's name, an inbound entry that stopped nbgrader's collect for
@@ -293,6 +294,57 @@ def test_a_class_releases_submits_grades_and_returns_feedback_through_the_hub(ro
     assert not planted.exists() and not list(Path("/tmp").glob(f"{mark}-*"))
     with capsys.disabled():
         print(f"\nthe class on JupyterHub, end to end: {time.monotonic() - started:.0f} s", file=sys.stderr)
+
+
+def test_the_chinese_edition_through_the_hub(room):
+    """`./course hub zh`: JupyterLab's menus are Chinese; a learner who joins while the hub runs
+    fetches the Chinese edition of unit 01 from the Assignment List, submits it with a catalogued
+    mistake, and the feedback page they fetch is in Chinese, the mistake named in Chinese."""
+    cd, release, collect, grade, feedback, _ = instructor_commands()
+    wrong = answers(UNIT, "zh")
+    wrong[MISTAKE.answer] = MISTAKE.code
+    with classroom.running_hub(room, language="zh") as url, playwright.sync_playwright() as driver:
+        browser = driver.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        teacher = _log_in(browser, url, room.instructor)
+        dan = room.join(instructor=False)
+        page = _log_in(browser, url, dan)
+        page.locator(".lm-MenuBar-itemLabel", has_text="文件").wait_for()   # JupyterLab's menus, in Chinese
+        _as_documented(teacher, room, f"{release} --force")   # the Chinese edition, in place of the English one
+        page.click("#refresh_assignments_list")
+        page.locator("#released_assignments_list .list_item", has_text=UNIT).locator("button",
+                                                                                    has_text="Fetch").click()
+        submit = page.locator("#fetched_assignments_list .list_item", has_text=UNIT).locator("button",
+                                                                                            has_text="Submit")
+        submit.wait_for(timeout=60_000)
+        fetched = nbformat.read(room.learner_notebook(dan), as_version=4)
+        released = nbformat.read(room.clone / "notebooks-zh" / UNIT / f"{UNIT}.ipynb", as_version=4)
+        assert [c.source for c in fetched.cells] == [c.source for c in released.cells]   # the Chinese edition
+        assert _chinese(fetched.cells[0].source)
+        room.give(dan, room.learner_notebook(dan), nbformat.writes(student_notebook(UNIT, wrong, language="zh")))
+        submit.click()
+        page.locator("#submitted_assignments_list .list_item", has_text=UNIT).wait_for(timeout=60_000)
+
+        for command in (collect, grade, feedback):
+            _as_documented(teacher, room, command, seconds=600)
+        page.reload()
+        page.wait_for_selector(".jp-LabShell", timeout=60_000)
+        item = _assignment_list(page).locator("#submitted_assignments_list .list_item", has_text=UNIT).first
+        item.locator("button", has_text="Fetch Feedback").click()
+        item.locator("a", has_text="view feedback").wait_for(timeout=60_000)
+        [html] = (dan.home / UNIT / "feedback").glob(f"*/{UNIT}.html")
+        report = page.context.new_page()
+        report.goto(f"{url}/user/{dan.name}/files/{html.relative_to(dan.home).as_posix()}")
+        text = report.locator("body").inner_text()
+        verdicts = [line for line in text.splitlines() if line.startswith("评分：")]
+        failed = [line for line in verdicts if "\u2717" in line]
+        assert len(verdicts) == 4 and len(failed) == 1, verdicts
+        assert _chinese(failed[0].split("\u2717", 1)[1]), failed   # the mistake's message, translated
+        assert _chinese(text[:2000])   # the notebook's own text: the Chinese edition
+        browser.close()
+
+
+def _chinese(text: str) -> bool:
+    return len(re.findall(r"[\u4e00-\u9fff]", text)) >= 10
 
 
 def _origin_attacks(url: str, room, teacher, pages, mark: str) -> None:
