@@ -61,6 +61,12 @@ class _EnterableRoot:
         if not (os.path.isdir(self.root) and os.access(self.root, os.X_OK)):
             self.fail(f"The class's exchange {self.root} is missing or closed to you: please contact your instructor")
 
+    def course_path_or_fail(self) -> str:
+        """The course's folder in the exchange; nbgrader's failure when no course id is set."""
+        if self.coursedir.course_id == "":
+            self.fail("No course id specified. Re-run with --course flag.")
+        return os.path.join(self.root, self.coursedir.course_id)
+
 
 class FetchAssignment(_EnterableRoot, default.ExchangeFetchAssignment):
     pass
@@ -90,8 +96,7 @@ class FetchFeedback(_EnterableRoot, default.ExchangeFetchFeedback):
     the names of nbgrader before 0.7 are never released here)."""
 
     def init_src(self):
-        if self.coursedir.course_id == "":
-            self.fail("No course id specified. Re-run with --course flag.")
+        self.course_path = self.course_path_or_fail()
         me = get_username() if self.coursedir.student_id == "*" else self.coursedir.student_id
         self.src_path = feedback_folder(self.root, self.coursedir.course_id, me)
         self.cache_path = os.path.join(self.cache, self.coursedir.course_id)
@@ -124,9 +129,7 @@ class ReleaseFeedback(_EnterableRoot, default.ExchangeReleaseFeedback):
     alone; a learner without a folder is said in one line, and the others get theirs."""
 
     def init_dest(self):
-        if self.coursedir.course_id == "":
-            self.fail("No course id specified. Re-run with --course flag.")
-        self.course_path = os.path.join(self.root, self.coursedir.course_id)
+        self.course_path = self.course_path_or_fail()
         self.dest_path = os.path.join(self.course_path, "feedback")
         if not os.path.isdir(self.dest_path):
             self.fail(f"{self.dest_path} is missing: the class's hub makes it (./course hub add, as root)")
@@ -234,9 +237,7 @@ class Collect(_EnterableRoot, default.ExchangeCollect):
     def init_src(self):
         """nbgrader's choice of each student's submission, among the entries that pass `_record`
         (nbgrader's own init_src stops at the first name it cannot read)."""
-        if self.coursedir.course_id == "":
-            self.fail("No course id specified. Re-run with --course flag.")
-        self.course_path = os.path.join(self.root, self.coursedir.course_id)
+        self.course_path = self.course_path_or_fail()
         self.inbound_path = os.path.join(self.course_path, "inbound")
         if not os.path.isdir(self.inbound_path):
             self.fail(f"Course not found: {self.inbound_path}")

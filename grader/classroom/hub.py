@@ -132,8 +132,7 @@ def feedback_folders(feedback: Path) -> None:
     for name in members(LEARNERS):
         user = pwd.getpwnam(name)
         group = grp.getgrgid(user.pw_gid)
-        shared = sorted((set(group.gr_mem) | {u.pw_name for u in pwd.getpwall() if u.pw_gid == user.pw_gid})
-                        - {name})
+        shared = [other for other in members(group.gr_name) if other != name]
         if shared:
             print(f"hub: no feedback folder for {name}: their own group {group.gr_name} is shared with "
                   f"{', '.join(shared[:3])}, who could read their feedback; give {name} a group of their own "
