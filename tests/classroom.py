@@ -2,10 +2,11 @@
 `python -m grader hub add` (real Unix accounts), and, on request, the hub itself.
 
 With `clone=True` the class runs from a copy of the course, as an instructor's clone in /opt
-would be, which the hub then closes to learners (this checkout stays as it is). The learners'
-environment is made as the hub makes it, but for where its dependencies come from: the suite's
-own environment, read through a .pth file (as tests/test_package.py does), so that nothing is
-downloaded; the course itself the hub installs into it from the copy, not editable."""
+would be, which the hub then closes to learners (this checkout stays as it is). The hub's first
+start then makes the learners' environment from nothing, as on an instructor's machine, but
+from a package index on this machine made of the suite's own packages (tests/package_index.py),
+so that nothing is downloaded; PyTorch's own index does not answer there, as on a machine that
+can reach one package index only."""
 from __future__ import annotations
 
 import grp
@@ -23,12 +24,13 @@ import tempfile
 import time
 import urllib.request
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 import accounts
-from helpers import NOT_CLONED, environment_with_our_dependencies
+import package_index
+from helpers import NOT_CLONED
 
 from grader.classroom import hub
 
@@ -42,6 +44,7 @@ class Classroom:
     learners: list[accounts.Account]
     clone: Path    # the course the class runs from (this checkout, or a copy of it)
     tag: str       # in every account's name
+    package_index: str | None = None   # with a clone: where the hub's pip finds packages
 
     @property
     def instructor(self) -> accounts.Account:
@@ -108,14 +111,6 @@ def _copy_course(top: Path) -> Path:
     return clone
 
 
-def _learners_environment(state: Path) -> None:
-    """STATE/env as the hub's first start makes it, with the suite's packages instead of downloads."""
-    env = state / "env"
-    environment_with_our_dependencies(env)
-    for data in ("share", "etc"):   # JupyterLab's extensions (nbgrader's among them) and their switches
-        (env / data).symlink_to(Path(sys.prefix) / data)
-
-
 @contextmanager
 def classroom(learners: int, clone: bool = False) -> Iterator[Classroom]:
     """An exchange, an instructor with the team's course folder and `learners` learners (more join
@@ -128,12 +123,16 @@ def classroom(learners: int, clone: bool = False) -> Iterator[Classroom]:
     state.mkdir(mode=0o755)
     room = Classroom(state, [], [], accounts.ROOT, secrets.token_hex(2))
     try:
-        if clone:
-            room.clone = _copy_course(top)
-            _learners_environment(state)
-        room.join(instructor=True)
-        room.learners += _add([f"learner{room.tag}x{k}" for k in range(learners)], state, False, room.clone)
-        yield room
+        with ExitStack() as serving:
+            if clone:
+                room.clone = _copy_course(top)
+                # what the learners' environment needs, and setuptools, with which pip builds the course
+                simple = package_index.build(["attention-course[lab,hub]", "setuptools"], top / "index",
+                                             leave_out=["attention-course"])
+                room.package_index = serving.enter_context(package_index.serving(simple))
+            room.join(instructor=True)
+            room.learners += _add([f"learner{room.tag}x{k}" for k in range(learners)], state, False, room.clone)
+            yield room
     finally:
         for account in room.instructors + room.learners:
             accounts.remove(account)
@@ -178,6 +177,14 @@ def running_hub(room: Classroom, timeout: float = 300, language: str | None = No
     (JupyterHub tells a WebSocket by a header browsers send over HTTPS only): its URL while it runs."""
     port = _free_ports(3)   # the hub's public port, its API and the proxy's API
     prefix, _ = accounts.view()
+    environment = dict(os.environ)
+    if room.package_index:
+        if not hub.learners_python(room.state).exists():
+            timeout += 900   # the first start makes the learners' environment (minutes on a busy machine)
+        # pip reads this index only: no configuration file, no other index or folder of wheels
+        environment = {key: value for key, value in environment.items() if not key.startswith("PIP_")}
+        environment.update(PIP_CONFIG_FILE=os.devnull, PIP_INDEX_URL=room.package_index,
+                           COURSE_TORCH_INDEX=f"http://127.0.0.1:{_free_ports(1)}/whl/cpu", COURSE_TORCH="auto")
     log = room.state / "hub.log"
     cert, key = _certificate(room.state)
     with open(log, "wb") as out:
@@ -185,7 +192,8 @@ def running_hub(room: Classroom, timeout: float = 300, language: str | None = No
                                  "--port", str(port), "--ip",
                                  "127.0.0.1", "--state", str(room.state), "--ssl-cert", str(cert),
                                  "--ssl-key", str(key)],
-                                stdout=out, stderr=subprocess.STDOUT, start_new_session=True, cwd=room.clone)
+                                stdout=out, stderr=subprocess.STDOUT, start_new_session=True, cwd=room.clone,
+                                env=environment)
     url = f"https://127.0.0.1:{port}"
     trusting = ssl.create_default_context(cafile=str(cert))   # this certificate, as the browsers are told
     try:

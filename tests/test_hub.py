@@ -1,5 +1,8 @@
 """A class on a real JupyterHub, end to end in Chromium, run from a copy of the course as an
-instructor's clone would be: the instructor, in a terminal of their server opened in the browser,
+instructor's clone would be. The hub's first start makes the learners' environment from nothing
+through a package index (one made of the suite's own packages: nothing is downloaded, and PyTorch's
+own index does not answer), which then holds what a learner's server needs and nothing of the tests'.
+The instructor, in a terminal of their server opened in the browser,
 types the commands of docs/instructors.md: release unit 01; two learners, real Unix accounts, log in, fetch it
 from the Assignment List and submit (one right, one with a catalogued mistake); from a learner's
 own terminal nothing of the answers can be read (the clone, its solutions and source notebooks,
@@ -29,6 +32,7 @@ Chromium; skipped with the reason where one is missing."""
 from __future__ import annotations
 
 import csv
+import importlib.metadata as metadata
 import io
 import json
 import re
@@ -132,6 +136,27 @@ def _exchange_attempts(room) -> list[str]:
     return attempts
 
 
+def _made_from_the_package_index(room, env: Path) -> None:
+    """The hub's first start made `env` from the package index alone, as it would on a machine
+    that reaches PyPI but not PyTorch's index: the same PyTorch build, the lab's and the hub's
+    packages with nbgrader's extensions switched on, the course from the clone (not editable),
+    and nothing of the tests'."""
+    log = (room.state / "hub.log").read_text(errors="replace")
+    assert "making the learners' environment" in log and "did not answer" in log, log[-3000:]
+    listed = subprocess.run([env / "bin" / "python", "-c", "import importlib.metadata as m, json; print(json.dumps("
+                             "{d.metadata['Name'].lower(): [d.version, d.read_text('direct_url.json')] "
+                             "for d in m.distributions()}))"], capture_output=True, text=True, check=True)
+    held = json.loads(listed.stdout)
+    for name in ("torch", "nbgrader", "jupyterlab", "jupyterhub", "jupyterlab-language-pack-zh-cn", "attention-course"):
+        assert held.get(name, [None])[0] == metadata.version(name), (name, held.get(name))
+    installed_from = json.loads(held["attention-course"][1] or "{}")
+    assert not installed_from.get("dir_info", {}).get("editable"), installed_from
+    assert not {"pytest", "playwright", "ruff", "psycopg"} & held.keys(), sorted(held)
+    assert (env / "share/jupyter/labextensions/@jupyter/nbgrader/package.json").is_file()
+    switches = json.loads((env / "etc/jupyter/jupyter_server_config.d/nbgrader.json").read_text())
+    assert switches["ServerApp"]["jpserver_extensions"]["nbgrader.server_extensions.assignment_list"] is True
+
+
 def test_a_class_releases_submits_grades_and_returns_feedback_through_the_hub(room, capsys):
     started = time.monotonic()
     ann, ben, cat = room.learners   # cat attacks the class
@@ -159,6 +184,7 @@ def test_a_class_releases_submits_grades_and_returns_feedback_through_the_hub(ro
                                     "'import attention_course as a, grader as g; print(a.__file__, g.__file__)'")
         env = room.state / "env"
         assert where.status == 0 and where.output.count(str(env)) == 4, where.output
+        _made_from_the_package_index(room, env)
         # Before the first release: nothing in the exchange's root can be made, moved or deleted.
         _refused(pages[ben.name], ben, _exchange_attempts(room))
 
@@ -190,8 +216,10 @@ def test_a_class_releases_submits_grades_and_returns_feedback_through_the_hub(ro
         answer = next(line.strip() for line in (clone / f"{source}.py").read_text().split("### BEGIN SOLUTION")[4]
                       .splitlines() if line.strip())   # the last exercise's answer, a line no other code has
         for folder in (env, room.state / "settings"):   # what learners can read holds no answer, no hidden test
+            # (but for nbgrader's own example notebooks, which its package carries)
             hidden = in_browser_terminal(pages[ben.name], ben.name, f"grep -rlF {json.dumps(answer)} {folder}; "
-                                         f"grep -rlE 'BEGIN (SOLUTION|HIDDEN TESTS)' --include=*.ipynb {folder}")
+                                         f"grep -rlE 'BEGIN (SOLUTION|HIDDEN TESTS)' --include=*.ipynb "
+                                         f"--exclude-dir=nbgrader {folder}")
             assert hidden.status == 1 and hidden.output.strip() == "", hidden.output
         assert (room.exchange / "attention-course" / "outbound" / UNIT).is_dir()   # all still in place
 
