@@ -37,6 +37,8 @@ def _grade(args) -> int:
     if args.unit and args.unit not in course.units():
         print(f"unknown unit {args.unit!r}; the course's units are: {', '.join(course.units())}", file=sys.stderr)
         return 2
+    if path.is_file():
+        sandbox.warm_up()   # the kernels' template does its imports while this process does its own
     config = settings.load(cell_seconds=args.cell_timeout, notebook_seconds=args.notebook_timeout,
                            workers=args.workers, db_url=args.db)
     shard = None

@@ -50,6 +50,23 @@ def test_importing_the_gradebook_changes_no_environment_variable():
     assert json.loads(out.stdout) == []
 
 
+def test_a_new_gradebook_carries_the_schema_version_that_alembic_names(tmp_path):
+    """The course reads the head of nbgrader's migrations itself (course.nbgrader_environment)
+    instead of running `alembic heads`: a new gradebook still carries what that command prints,
+    which `nbgrader db upgrade` starts from."""
+    import sqlite3
+
+    from nbgrader.dbutil import _temp_alembic_ini
+
+    with gradebook.opened(f"sqlite:///{tmp_path / 'gradebook.db'}"):
+        pass
+    with _temp_alembic_ini("sqlite:///unused.db") as ini:
+        heads = subprocess.run(["alembic", "-c", ini, "heads"], capture_output=True, text=True, check=True).stdout
+    with sqlite3.connect(tmp_path / "gradebook.db") as db:
+        [(stored,)] = db.execute("SELECT version_num FROM alembic_version").fetchall()
+    assert heads.split()[0] == stored
+
+
 def test_the_default_gradebook_is_the_course_folders(tmp_path):
     from grader.grading import settings
 

@@ -52,6 +52,7 @@ from classroom import UNIT, in_browser_terminal
 from reference import answers, student_notebook
 
 from grader.classroom.exchange import feedback_folder, feedback_page
+from grader.grading.sandbox import FORKED
 from grader.grading.unsandboxed import MESSAGE
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -253,6 +254,7 @@ def test_a_class_releases_submits_grades_and_returns_feedback_through_the_hub(ro
         scores = {r["student"]: r for r in graded}
         assert scores[ann.name]["score"] == FULL and scores[ben.name]["score"] == FULL - 1
         assert all(r["sandbox"].startswith("bubblewrap: uid 65534 in a user namespace") for r in graded)
+        assert all(r["sandbox"].endswith(FORKED) for r in graded), [r["sandbox"] for r in graded]
         _as_documented(teacher, room, feedback)
         # Each page is its learner's alone: ben knows the name of ann's, and still cannot read it.
         folder = feedback_folder(str(room.exchange), "attention-course", ann.name)

@@ -24,7 +24,7 @@ import nbformat
 import pytest
 
 from grader import course
-from grader.grading import gradebook
+from grader.grading import gradebook, sandbox
 from grader.grading.results import NotebookResult
 from grader.grading.submissions import in_shard
 
@@ -247,6 +247,8 @@ def test_a_job_array_grades_the_class_once_into_one_gradebook_and_survives_a_can
     # The gradebook's pace: every task writes each notebook's grades in turn (an advisory lock).
     results = [NotebookResult.from_json(json.loads(p.read_text(encoding="utf-8")))
                for p in sorted((root / "grader_results").glob("*/*.json"))]
+    # Every notebook's kernel forked from its task's warm template, inside the sandbox, as on a workstation.
+    assert all(result.sandbox.endswith(sandbox.FORKED) for result in results), {r.sandbox for r in results}
     started = time.monotonic()
     for result in results:
         gradebook.record(result, postgres_database)

@@ -324,9 +324,24 @@ def _cold(reason: str) -> str:
 
 
 def _template(limits: Limits) -> template.Template | None:
-    """This process's kernels' template, started (again) if it is not running; None where kernels
-    start cold: forking is off (COURSE_GRADER_KERNELS=cold), there is no bubblewrap, or the
-    template will not start (the reason is then in `_cold_reason`)."""
+    """This process's kernels' template, started (again) if it is not running, once it has done
+    its imports; None where kernels start cold: forking is off (COURSE_GRADER_KERNELS=cold), there
+    is no bubblewrap, or the template will not start (the reason is then in `_cold_reason`)."""
+    kernels = warm_up()
+    if kernels is None:
+        return None
+    try:
+        kernels.ready(limits.startup_seconds)
+    except template.Unavailable as exc:
+        _cold(str(exc))
+        return None
+    return kernels
+
+
+def warm_up() -> template.Template | None:
+    """Start this process's kernels' template if it is not running, without waiting for its
+    imports: the caller goes on with its own (torch, nbgrader) on another core, and the first
+    notebook finds it ready sooner. None where kernels start cold (see `_template`)."""
     if os.environ.get("COURSE_GRADER_KERNELS", "forked") == "cold":
         _cold("forking kernels is off (COURSE_GRADER_KERNELS=cold)")
         return None
@@ -355,10 +370,10 @@ def _template(limits: Limits) -> template.Template | None:
     if jail.drops_user:
         command += _drop_to(sandbox_uid())
     try:
-        kernels = template.Template(command, _environment(home), jobs, limits.startup_seconds)
-    except (template.Unavailable, OSError) as exc:
+        kernels = template.Template(command, _environment(home), jobs)
+    except OSError as exc:   # e.g. no process could be made
         shutil.rmtree(jobs, ignore_errors=True)
-        _cold(str(exc))
+        _cold(f"the kernels' template did not start: {exc}")
         return None
     _templates[""] = kernels
 

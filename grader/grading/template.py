@@ -69,12 +69,16 @@ class Unavailable(Exception):
 class Template:
     """The worker's template sandbox, and the channel to it.
 
-        template = Template(command, env, jobs, limits_fn, startup_seconds)   # imports: seconds
-        job = template.start(workdir, runner_args, env)                       # forks: milliseconds
+        template = Template(command, env, jobs)              # starts it: returns at once
+        template.ready(startup_seconds)                      # waits for its imports: seconds
+        job = template.start(workdir, runner_args, env)      # forks: milliseconds
+
+    Between the first two the worker does its own imports, on another core.
     """
 
-    def __init__(self, command: list[str], env: dict[str, str], jobs: Path, startup_seconds: int):
+    def __init__(self, command: list[str], env: dict[str, str], jobs: Path):
         self.jobs, self.closed = jobs, False
+        self.seconds: float | None = None   # how long its imports took, once it is ready
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self.control = ours
         # A session of its own (made without a preexec_fn: the worker has threads), killed as one.
@@ -83,6 +87,12 @@ class Template:
                                      cwd=jobs, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                      stderr=subprocess.PIPE, pass_fds=(theirs.fileno(),), start_new_session=True)
         theirs.close()
+
+    def ready(self, startup_seconds: float) -> None:
+        """Wait until the template has done its imports (at once after the first time); raises
+        Unavailable, and closes it, when it said it cannot or did not answer in time."""
+        if self.seconds is not None:
+            return
         hello = self._receive(startup_seconds)
         if not hello or not hello.get("ready"):
             reason = (hello or {}).get("reason") or self._last_words() or "it did not answer"

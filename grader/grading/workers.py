@@ -46,6 +46,17 @@ def _grade_one(submission: Submission, limits: Limits, course_root: Path, db_url
     return result, True
 
 
+def _warm_up() -> None:
+    """A worker's first step. Never raises: a pool whose initializer fails loses every notebook,
+    and the template is started again, with its errors handled, when the first notebook needs it."""
+    from .sandbox import warm_up
+
+    try:
+        warm_up()
+    except Exception:
+        pass
+
+
 def grade_all(items: list[Submission], limits: Limits, workers: int, course_root: Path, db_url: str,
               done: Callable[[Submission, NotebookResult], None], progress: bool = True) -> None:
     """Grade and record every item in `workers` processes; `done` is called here, in this
@@ -59,7 +70,9 @@ def grade_all(items: list[Submission], limits: Limits, workers: int, course_root
     bar = tqdm(total=len(items), unit="notebook", desc="grading", disable=not progress)
     context = multiprocessing.get_context("spawn")  # no fork of a process that holds torch's threads
     while pending:
-        with ProcessPoolExecutor(max_workers=max(1, min(workers, len(pending))), mp_context=context) as pool:
+        # Each worker starts its kernels' template first: it does its imports while the worker does its own.
+        with ProcessPoolExecutor(max_workers=max(1, min(workers, len(pending))), mp_context=context,
+                                 initializer=_warm_up) as pool:
             futures = {pool.submit(_grade_one, item, limits, course_root, db_url): item for item in pending}
             pending = []
             while futures:
