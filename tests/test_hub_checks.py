@@ -140,6 +140,10 @@ def test_each_learner_gets_a_feedback_folder_of_their_own_and_inbound_is_made_cl
         (feedback / own.name).chmod(0o777)   # changed by hand: put back at the next start
         hub.prepare_exchange(tmp_path / "state")
         assert _owner_mode(feedback / own.name)[2] == 0o2753
+        # `hub add` says why a learner has no folder once, not once per step
+        added = subprocess.run([sys.executable, "-m", "grader", "hub", "add", own.name, "--state",
+                                str(tmp_path / "state")], capture_output=True, text=True, check=True, cwd=course.ROOT)
+        assert added.stdout.count(f"no feedback folder for {sharing.name}") == 1, added.stdout
     finally:
         for account in (own, sharing):
             accounts.remove(account)

@@ -426,9 +426,11 @@ def _add(args) -> int:
     os.umask(0o022)
     state = Path(args.state)
     try:
-        prepare(state)
+        state.mkdir(parents=True, exist_ok=True)
         accounts = [add(name, args.instructor, state) for name in args.names]
-        prepare_exchange(state)   # the course's folder in the exchange goes to the first instructor
+        # then the class's folders, once: the exchange's course folder goes to the first
+        # instructor, and each learner gets their feedback folder (or one line on why not)
+        prepare(state)
     except HubProblem as problem:
         print(f"hub: {problem}", file=sys.stderr)
         return 2
