@@ -117,13 +117,14 @@ class _Quiet(http.server.SimpleHTTPRequestHandler):
 
 
 @contextmanager
-def serving(simple: Path) -> Iterator[str]:
-    """The index at `simple` over HTTP on 127.0.0.1 while the block runs: its URL, for pip's --index-url."""
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_Quiet, directory=str(simple)))
+def serving(folder: Path) -> Iterator[str]:
+    """`folder` over HTTP on 127.0.0.1 while the block runs (an index made by `build`, or any
+    files): its address, for pip's --index-url or a file's URL."""
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_Quiet, directory=str(folder)))
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/"
+        yield f"http://127.0.0.1:{server.server_address[1]}"
     finally:
         server.shutdown()
         server.server_close()

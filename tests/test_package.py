@@ -3,10 +3,7 @@ virtual environment outside it, whose launcher copies the notebooks into a worki
 they run top to bottom, with the corpus and the checkpoint taken from the package."""
 from __future__ import annotations
 
-import contextlib
-import functools
 import hashlib
-import http.server
 import json
 import os
 import re
@@ -14,7 +11,6 @@ import shutil
 import socket
 import subprocess
 import sys
-import threading
 import zipfile
 from pathlib import Path
 
@@ -23,6 +19,7 @@ import pytest
 
 from grader import course
 from tests.helpers import NOT_CLONED, environment_with_our_dependencies
+from tests.package_index import serving
 from tests.reference import fill_answers
 
 # One worker runs the whole module, so its fixture (a fresh virtual environment with the wheel) is built once.
@@ -190,23 +187,6 @@ def _install_cell(wheel_url: str) -> str:
                   flags=re.M)
 
 
-@contextlib.contextmanager
-def _serving(folder: Path):
-    """An HTTP server on this machine that serves `folder`; yields its address."""
-    class Quiet(http.server.SimpleHTTPRequestHandler):
-        def log_message(self, *args):
-            pass
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Quiet, directory=str(folder)))
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
-
-
 def _course_wheel(installed: Path) -> Path:
     return next(installed.parent.parent.parent.glob("dist/attention_course-*.whl"))
 
@@ -222,7 +202,7 @@ def test_a_hosted_notebook_installs_the_course_from_its_first_cell(installed, tm
     wheel = _course_wheel(installed)
     shutil.copy(wheel, tmp_path / wheel.name)
     bare = environment_with_our_dependencies(tmp_path / "hosted")
-    with _serving(tmp_path) as address:
+    with serving(tmp_path) as address:
         cell = _install_cell(f"{address}/{wheel.name}#sha256={_sha256(wheel)}")
         done = _run(bare, "-c", cell + "\nfrom grader.selfcheck import check\nprint('self-checks ready')",
                     cwd=tmp_path)
@@ -249,7 +229,7 @@ def test_a_hosted_notebook_refuses_a_wheel_that_is_not_the_courses(installed, tm
                        "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n")
         other.writestr("attention_course-0.1.0.dist-info/RECORD", "")
     bare = environment_with_our_dependencies(tmp_path / "hosted")
-    with _serving(served) as address:
+    with serving(served) as address:
         url = f"{address}/{wheel.name}#sha256={_sha256(wheel)}"
         done = _run(bare, "-c", _install_cell(url), cwd=tmp_path)
     assert done.returncode == 0 and "Traceback" not in done.stdout + done.stderr, done.stderr[-3000:]
