@@ -206,3 +206,41 @@ def test_a_template_that_dies_under_a_notebook_is_a_machine_failure_and_is_start
     result = grade.grade_notebook(path, UNIT, LIMITS)
     assert result.score == FULL and result.regrade is None
     assert sandbox._templates[""] is not first and result.sandbox.endswith(sandbox.FORKED)
+
+
+def test_where_the_sandbox_refuses_nested_user_namespaces_kernels_start_cold_and_say_why(tmp_path):
+    """A machine whose sandbox may not make user namespaces inside it (bubblewrap's
+    --disable-userns, here added to the template's sandbox alone by a bwrap first on PATH): the
+    template says so, the notebook is graded with its kernel started cold, in full, and its result
+    and the run's log name the reason once."""
+    import shutil
+    import tempfile
+    from pathlib import Path
+
+    reason = accounts.why_not() or (accounts.view()[1] if accounts.view()[0] is None else None)
+    if reason or not shutil.which("bwrap"):
+        pytest.skip(reason or "bubblewrap is not installed")
+    shared = Path(tempfile.mkdtemp(prefix="nested-userns-", dir="/tmp"))
+    shared.chmod(0o755)
+    account = accounts.make("grader-test-")
+    try:
+        wrapper = shared / "bwrap"
+        wrapper.write_text(f"#!/bin/sh\ncase \"$*\" in *grader.grading.template*) "
+                           f"exec {shutil.which('bwrap')} --disable-userns \"$@\";; esac\n"
+                           f"exec {shutil.which('bwrap')} \"$@\"\n")
+        wrapper.chmod(0o755)
+        path = account.home / f"{UNIT}.ipynb"
+        nbformat.write(student_notebook(UNIT), path)
+        shutil.chown(path, account.name, account.name)
+        done = account.run(sys.executable, "-m", "grader", "grade", str(path), "--json", cwd=course.ROOT,
+                           env={"PYTHONPATH": str(course.ROOT),
+                                "PATH": f"{shared}:{Path(sys.executable).parent}:/usr/bin:/bin"})
+    finally:
+        accounts.remove(account)
+        shutil.rmtree(shared, ignore_errors=True)
+    result = json.loads(done.stdout)
+    assert result["score"] == result["max_score"] == FULL and result["error"] is None, result
+    said = "the kernels' template did not start: this machine refuses nested user or PID namespaces"
+    assert result["sandbox"].splitlines()[-1] == f"the kernel started cold: {said}", result["sandbox"]
+    assert result["sandbox"].startswith("bubblewrap"), result["sandbox"]   # the notebook's own sandbox still
+    assert done.stderr.count(f"grader: notebook kernels start cold: {said}") == 1, done.stderr
