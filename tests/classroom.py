@@ -181,10 +181,11 @@ def running_hub(room: Classroom, timeout: float = 300, language: str | None = No
     if room.package_index:
         if not hub.learners_python(room.state).exists():
             timeout += 900   # the first start makes the learners' environment (minutes on a busy machine)
-        # pip reads this index only: no configuration file, no other index or folder of wheels
+        # pip reads this index only: no configuration file, no other index or folder of wheels;
+        # the hub asks for PyTorch's CPU index (even beside a GPU), where nothing answers
         environment = {key: value for key, value in environment.items() if not key.startswith("PIP_")}
         environment.update(PIP_CONFIG_FILE=os.devnull, PIP_INDEX_URL=room.package_index,
-                           COURSE_TORCH_INDEX=f"http://127.0.0.1:{_free_ports(1)}/whl/cpu", COURSE_TORCH="auto")
+                           COURSE_TORCH_INDEX=f"http://127.0.0.1:{_free_ports(1)}/whl/cpu", COURSE_TORCH="cpu")
     log = room.state / "hub.log"
     cert, key = _certificate(room.state)
     with open(log, "wb") as out:
