@@ -165,6 +165,7 @@ with tempfile.TemporaryDirectory(dir=sandbox.scratch_parent(limits)) as tmp, \\
 """
 
 
+@pytest.mark.system   # makes a Unix account
 @pytest.mark.skipif(not sandbox._processes_counted_per_namespace(),
                     reason="before Linux 5.14 the process limit counts every process of the user")
 def test_as_an_ordinary_account_a_kernel_starts_whatever_else_the_account_runs(tmp_path):
@@ -208,6 +209,7 @@ def test_a_template_that_dies_under_a_notebook_is_a_machine_failure_and_is_start
     assert sandbox._templates[""] is not first and result.sandbox.endswith(sandbox.FORKED)
 
 
+@pytest.mark.system   # makes a Unix account
 def test_where_the_sandbox_refuses_nested_user_namespaces_kernels_start_cold_and_say_why(tmp_path):
     """A machine whose sandbox may not make user namespaces inside it (bubblewrap's
     --disable-userns, here added to the template's sandbox alone by a bwrap first on PATH): the
