@@ -6,9 +6,6 @@ notebooks/<unit>/<unit>.ipynb are the student versions generated from them.
 """
 import os
 
-from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor
-from nbgrader.preprocessors import ClearHiddenTests, GetGrades
-
 from grader import units
 from grader.checks.i18n import course_language
 
@@ -40,7 +37,11 @@ c.Execute.iopub_timeout = 60
 # A learner who deletes a test cell gets it back rather than a "needs manual grading".
 c.OverwriteCells.add_missing_cells = True
 
-# Feedback reports show the visible self-checks, never the hidden tests.
-c.GenerateFeedback.preprocessors = [GetGrades, CSSHTMLHeaderPreprocessor, ClearHiddenTests]
+# Feedback reports show the visible self-checks, never the hidden tests. Named, not imported:
+# nbconvert imports each when it registers it, so reading these settings (the grader reads its
+# limits here) does not import nbgrader.
+c.GenerateFeedback.preprocessors = ["nbgrader.preprocessors.GetGrades",
+                                    "nbconvert.preprocessors.CSSHTMLHeaderPreprocessor",
+                                    "nbgrader.preprocessors.ClearHiddenTests"]
 # ...with their maths drawn without MathJax or a network, and long lines wrapped (grader/grading/feedback.py).
 c.GenerateFeedback.exporter_class = "grader.grading.feedback.FeedbackExporter"

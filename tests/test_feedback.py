@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import nbformat
@@ -114,3 +116,21 @@ def test_opened_from_disk_offline_the_mistake_and_long_code_wrap_and_the_maths_i
             assert fetched == []
         finally:
             browser.close()
+
+
+def test_the_feedback_preprocessors_are_named_so_the_graders_settings_import_no_nbgrader():
+    """nbgrader_config.py names generate_feedback's preprocessors rather than importing them
+    (nbconvert imports each as it registers it): the grader reads its limits from that file, and
+    importing nbgrader there cost each `python -m grader grade` about 1.4 s of its start."""
+    code = ("import sys; from grader.grading import settings; settings.load(); "
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('nbgrader', 'nbconvert')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert out.returncode == 0 and out.stdout.strip() == "[]", out.stdout + out.stderr
+    from nbconvert.exporters import Exporter
+    from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor
+    from nbgrader.preprocessors import ClearHiddenTests, GetGrades
+
+    exporter = Exporter()
+    for preprocessor in course.config().GenerateFeedback.preprocessors:   # as nbgrader's converters do
+        exporter.register_preprocessor(preprocessor, enabled=True)
+    assert [type(p) for p in exporter._preprocessors[-3:]] == [GetGrades, CSSHTMLHeaderPreprocessor, ClearHiddenTests]
