@@ -134,3 +134,18 @@ def test_the_feedback_preprocessors_are_named_so_the_graders_settings_import_no_
     for preprocessor in course.config().GenerateFeedback.preprocessors:   # as nbgrader's converters do
         exporter.register_preprocessor(preprocessor, enabled=True)
     assert [type(p) for p in exporter._preprocessors[-3:]] == [GetGrades, CSSHTMLHeaderPreprocessor, ClearHiddenTests]
+
+
+def test_a_second_report_in_the_same_process_compiles_no_template(monkeypatch):
+    """A grading worker writes one report per notebook, each with a new exporter (nbgrader's way):
+    the templates are compiled for the first and reused after, and the page is the same."""
+    from jinja2 import Environment
+
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("The dot product $a \\cdot b$."),
+                                         nbformat.v4.new_code_cell("print(1)")])
+    first, _ = FeedbackExporter().from_notebook_node(nb)
+    compiled = []
+    real = Environment.compile
+    monkeypatch.setattr(Environment, "compile", lambda self, *a, **k: compiled.append(a[1:2]) or real(self, *a, **k))
+    second, _ = FeedbackExporter().from_notebook_node(nb)
+    assert compiled == [] and second == first
