@@ -105,3 +105,18 @@ def test_missing_solutions_is_a_clear_error(tmp_path, monkeypatch, capsys):
     assert cli.main(["grade", str(path)]) == 2
     message = capsys.readouterr().err
     assert "solutions" in message and "git clone" in message
+
+
+def test_workers_arrive_with_their_imports_done():
+    """Workers fork from a server that has imported what grading needs (grader/grading/workers.py),
+    rather than each importing PyTorch and nbgrader afresh; and that server never ran torch."""
+    from concurrent.futures import ProcessPoolExecutor
+
+    from grader.grading import workers
+
+    with ProcessPoolExecutor(max_workers=1, mp_context=workers._context()) as pool:
+        loaded = pool.submit(eval, "sorted(set(__import__('sys').modules) & {'torch', 'nbgrader.apps', "
+                                   "'grader.grading.grade'})").result(timeout=120)
+        threads = pool.submit(eval, "__import__('threading').active_count()").result(timeout=120)
+    assert loaded == ["grader.grading.grade", "nbgrader.apps", "torch"]
+    assert threads <= 2, threads   # the worker's own, and the pool's queue feeder
