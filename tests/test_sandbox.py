@@ -118,3 +118,16 @@ def test_debians_switch_is_named_when_it_is_off(tmp_path):
     assert "sudo sysctl -w kernel.unprivileged_userns_clone=1" in said.splitlines()[-1]
     (tmp_path / "kernel" / "unprivileged_userns_clone").write_text("1\n")
     assert "unprivileged_userns_clone" not in sandbox.namespaces_refused("/usr/bin/bwrap", "?", tmp_path)
+
+
+@pytest.mark.skipif(not sandbox.confinement().command, reason="bubblewrap is not installed or does not work here "
+                                                              "(apt-get install bubblewrap)")
+def test_a_forked_kernel_arrives_with_the_self_checks_values_read(tmp_path):
+    """The template reads the self-checks' stored values once (grader/grading/template.py), so a
+    notebook's first self-check does not read every unit's file again; its kernel has them."""
+    code = ("from grader import fixtures\nfrom grader.checks import i18n\n"
+            "print(fixtures.entries.cache_info().currsize, fixtures.exercises.cache_info().currsize,"
+            " i18n.catalogue.cache_info().currsize)")
+    outcome = _run(code, tmp_path)
+    assert outcome.kernel.endswith(sandbox.FORKED), outcome.kernel
+    assert printed(outcome.executed.cells[0]) == "2 1 2\n"
