@@ -352,8 +352,8 @@ def warm_up() -> template.Template | None:
     kernels = _templates.get("")
     if kernels is not None and kernels.alive():
         return kernels
-    import atexit
     import tempfile
+    from multiprocessing import util
 
     jobs = Path(tempfile.mkdtemp(prefix="grader-jobs-")).resolve()
     jobs.chmod(0o711)   # the sandbox's user goes through it to its job's folder, and lists nothing
@@ -380,7 +380,8 @@ def warm_up() -> template.Template | None:
     def close() -> None:
         kernels.close()
         shutil.rmtree(jobs, ignore_errors=True)
-    atexit.register(close)
+    # At exit: of a command, or of a grading worker, which multiprocessing ends without atexit's handlers.
+    util.Finalize(None, close, exitpriority=0)
     return kernels
 
 
