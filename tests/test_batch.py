@@ -120,3 +120,22 @@ def test_workers_arrive_with_their_imports_done():
         threads = pool.submit(eval, "__import__('threading').active_count()").result(timeout=120)
     assert loaded == ["grader.grading.grade", "nbgrader.apps", "torch"]
     assert threads <= 2, threads   # the worker's own, and the pool's queue feeder
+
+
+def test_each_batch_takes_the_environment_it_was_started_in(tmp_path, monkeypatch):
+    """The forkserver keeps the environment it started with; a batch's workers take their
+    batch's own: COURSE_GRADER_KERNELS=cold, set after a first batch, is followed by the second."""
+    from grader.grading import sandbox, settings
+    from grader.grading.batch import grade_folder
+
+    if not sandbox.confinement().command:
+        pytest.skip("bubblewrap does not work here: kernels start cold anyway")
+    path = tmp_path / "submitted" / "ann" / UNIT / f"{UNIT}.ipynb"
+    path.parent.mkdir(parents=True)
+    nbformat.write(student_notebook(UNIT), path)
+    config = settings.load(workers=1)
+    [first], _ = grade_folder(tmp_path / "submitted", tmp_path, config, progress=False)
+    monkeypatch.setenv("COURSE_GRADER_KERNELS", "cold")
+    [second], _ = grade_folder(tmp_path / "submitted", tmp_path, config, regrade=True, progress=False)
+    assert first.sandbox.endswith(sandbox.FORKED), first.sandbox
+    assert "cold" in second.sandbox.splitlines()[-1] and second.score == first.score == 5.0, second.sandbox

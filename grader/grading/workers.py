@@ -9,6 +9,7 @@ to the next; each notebook still gets a fresh sandbox and kernel.
 from __future__ import annotations
 
 import multiprocessing
+import os
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
@@ -46,15 +47,26 @@ def _grade_one(submission: Submission, limits: Limits, course_root: Path, db_url
     return result, True
 
 
-def _warm_up() -> None:
-    """A worker's first step. Never raises: a pool whose initializer fails loses every notebook,
+def _warm_up(environ: dict[str, str], umask: int) -> None:
+    """A worker's first step: the environment and umask of the process that made the pool, as
+    they are now (a worker forks from the forkserver, which keeps those it started with); then
+    its kernels' template. Never raises: a pool whose initializer fails loses every notebook,
     and the template is started again, with its errors handled, when the first notebook needs it."""
     from .sandbox import warm_up
 
+    os.environ.clear()
+    os.environ.update(environ)
+    os.umask(umask)
     try:
         warm_up()
     except Exception:
         pass
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 # What every worker imports to grade and record a notebook: PyTorch (the grader judges values),
@@ -88,7 +100,7 @@ def grade_all(items: list[Submission], limits: Limits, workers: int, course_root
     while pending:
         # Each worker starts its kernels' template first: it does its imports while the worker does its own.
         with ProcessPoolExecutor(max_workers=max(1, min(workers, len(pending))), mp_context=context,
-                                 initializer=_warm_up) as pool:
+                                 initializer=_warm_up, initargs=(dict(os.environ), _umask())) as pool:
             futures = {pool.submit(_grade_one, item, limits, course_root, db_url): item for item in pending}
             pending = []
             while futures:
