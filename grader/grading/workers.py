@@ -98,7 +98,7 @@ def grade_all(items: list[Submission], limits: Limits, workers: int, course_root
     bar = tqdm(total=len(items), unit="notebook", desc="grading", disable=not progress)
     context = _context()
     while pending:
-        # Each worker starts its kernels' template first: it does its imports while the worker does its own.
+        # Each worker arrives with its imports done (the forkserver's) and starts its kernels' template first.
         with ProcessPoolExecutor(max_workers=max(1, min(workers, len(pending))), mp_context=context,
                                  initializer=_warm_up, initargs=(dict(os.environ), _umask())) as pool:
             futures = {pool.submit(_grade_one, item, limits, course_root, db_url): item for item in pending}
