@@ -131,3 +131,30 @@ def test_a_forked_kernel_arrives_with_the_self_checks_values_read(tmp_path):
     outcome = _run(code, tmp_path)
     assert outcome.kernel.endswith(sandbox.FORKED), outcome.kernel
     assert printed(outcome.executed.cells[0]) == "2 1 2\n"
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/smaps_rollup"), reason="Linux's /proc counts shared pages")
+def test_the_memory_watch_counts_shared_pages_once_and_walks_page_tables_only_near_the_limit(monkeypatch):
+    """A process and the child it forked share 200 MiB, so their resident sizes together count it
+    twice and their proportional shares once. Far under the limit the watch reads only the
+    resident sizes; between the two sums the shares decide (not over); under the shares, over."""
+    holder = subprocess.Popen([sys.executable, "-c", "import os, sys, time\nheld = bytearray(200 * 2**20)\n"
+                               "held[::4096] = b'x' * len(held[::4096])\nos.fork()\nprint(flush=True)\ntime.sleep(60)"],
+                              stdout=subprocess.PIPE, start_new_session=True)
+    try:
+        assert holder.stdout.read(1) == b"\n"   # the child is forked
+        from grader.grading import template
+        tree = list(template.descendants(holder.pid))
+        assert len(tree) == 2
+        resident, shares = sum(map(sandbox._resident, tree)), sum(map(sandbox._proportional, tree))
+        assert resident - shares > 150 * 2**20, (resident, shares)
+
+        walked = []
+        real = sandbox._proportional
+        monkeypatch.setattr(sandbox, "_proportional", lambda pid: walked.append(pid) or real(pid))
+        assert not sandbox._over_memory(holder.pid, resident + 64 * 2**20) and not walked
+        assert not sandbox._over_memory(holder.pid, (resident + shares) // 2) and walked
+        assert sandbox._over_memory(holder.pid, shares - 64 * 2**20)
+    finally:
+        os.killpg(holder.pid, 9)
+        holder.wait()
