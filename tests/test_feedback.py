@@ -149,3 +149,31 @@ def test_a_second_report_in_the_same_process_compiles_no_template(monkeypatch):
     monkeypatch.setattr(Environment, "compile", lambda self, *a, **k: compiled.append(a[1:2]) or real(self, *a, **k))
     second, _ = FeedbackExporter().from_notebook_node(nb)
     assert compiled == [] and second == first
+
+
+def test_a_markdown_cell_every_learner_repeats_is_rendered_once_per_process(monkeypatch):
+    """Every learner's report repeats the unit's markdown cells: a second report renders none of
+    them again and its page is the same; a cell with other text or other attachments is rendered."""
+    from grader.grading import safe_html
+
+    rendered = []
+
+    class Counting(safe_html.MarkdownWithMath):
+        def render(self, source):
+            rendered.append(source)
+            return super().render(source)
+
+    monkeypatch.setattr(safe_html, "MarkdownWithMath", Counting)
+    text = "The second learner's page: $q \\cdot k$, as the first learner's. ![](attachment:a.png)"
+
+    def page(text, image="iVBORw0KGgo="):
+        cell = nbformat.v4.new_markdown_cell(text, attachments={"a.png": {"image/png": image}}, id="unit-text")
+        return FeedbackExporter().from_notebook_node(nbformat.v4.new_notebook(cells=[cell]))[0]
+
+    first = page(text)
+    assert rendered == [text]
+    assert page(text) == first
+    assert rendered == [text]
+    page(text, image="R0lGODlhAQABAAAAACw=")
+    page(text + " More.")
+    assert rendered == [text, text, text + " More."]

@@ -15,7 +15,9 @@ there would run with the instructor's account. So, with nbconvert's own means:
 """
 from __future__ import annotations
 
+import functools
 import html
+import json
 from pathlib import Path
 
 import bleach
@@ -70,10 +72,24 @@ class MathMLRenderer(IPythonRenderer):
 
 
 def render_markdown(source: str, cell: dict, path: str = "", **options) -> str:
-    """A markdown cell as cleaned HTML (see the module); `options` go to nbconvert's renderer."""
-    renderer = MathMLRenderer(escape=False, allow_harmful_protocols=False, attachments=cell.get("attachments", {}),
-                              path=path, **options)
+    """A markdown cell as cleaned HTML (see the module); `options` go to nbconvert's renderer.
+    Every learner's notebook repeats the unit's markdown cells, so each distinct cell is rendered
+    once per process (a grading worker's feedback pages, a Formgrader server's views)."""
+    key = (source, json.dumps(cell.get("attachments", {}), sort_keys=True), path, tuple(sorted(options.items())))
+    try:
+        hash(key)
+    except TypeError:   # an option that cannot be a key (a lexer option holding a dict): rendered each time
+        return _render(*key)
+    return _rendered(*key)
+
+
+def _render(source: str, attachments: str, path: str, options: tuple) -> str:
+    renderer = MathMLRenderer(escape=False, allow_harmful_protocols=False, attachments=json.loads(attachments),
+                              path=path, **dict(options))
     return clean(MarkdownWithMath(renderer=renderer).render(source))
+
+
+_rendered = functools.lru_cache(maxsize=4096)(_render)
 
 
 @pass_context
