@@ -133,6 +133,21 @@ def test_a_forked_kernel_arrives_with_the_self_checks_values_read(tmp_path):
     assert printed(outcome.executed.cells[0]) == "2 1 2\n"
 
 
+@pytest.mark.skipif(not sandbox.confinement().command, reason="bubblewrap is not installed or does not work here "
+                                                              "(apt-get install bubblewrap)")
+def test_a_forked_kernel_starts_with_its_debuggers_modules_imported(tmp_path):
+    """An IPython kernel imports its debugger (debugpy, about 130 modules, 0.1-0.3 s of CPU) as it
+    starts; the template has imported it, so a forked kernel does not import it again."""
+    outcome = _run("import json, sys\nprint(json.dumps(sorted(sys.modules)))", tmp_path)
+    assert outcome.kernel.endswith(sandbox.FORKED), outcome.kernel
+    kernel = set(json.loads(printed(outcome.executed.cells[0])))
+    templates = subprocess.run([sys.executable, "-c", "import json, sys\nfrom grader.grading import template\n"
+                                "for m in template.MODULES: __import__(m)\nprint(json.dumps(sorted(sys.modules)))"],
+                               capture_output=True, text=True, check=True, cwd=course.ROOT).stdout
+    own = kernel - set(json.loads(templates))
+    assert "debugpy" in kernel and not [m for m in own if m.startswith(("debugpy", "pydevd", "_pydevd"))], sorted(own)
+
+
 @pytest.mark.skipif(not os.path.exists("/proc/self/smaps_rollup"), reason="Linux's /proc counts shared pages")
 def test_the_memory_watch_counts_shared_pages_once_and_walks_page_tables_only_near_the_limit(monkeypatch):
     """A process and the child it forked share 200 MiB, so their resident sizes together count it

@@ -54,10 +54,12 @@ from pathlib import Path
 
 STARTUP_FAILED = 75   # as the runner's: nothing of the learner's ran
 HOLD = "/job"         # a mount point the sandbox has, where a job's folder waits while the others are hidden
-# What the template imports: every unit's kernel needs these, and the runner's own.
+# What the template imports: every unit's kernel needs these, and the runner's own; the kernel
+# imports its debugger (debugpy, 0.1-0.3 s of CPU) as it starts.
 MODULES = ("numpy", "torch", "torch.nn", "torch.nn.functional", "matplotlib.pyplot", "scipy.special",
            "IPython.display", "tqdm.auto", "grader.selfcheck", "grader.progress", "grader.grading.harness",
-           "ipykernel.kernelapp", "jupyter_client.manager", "jupyter_client.provisioning", "nbclient", "nbformat")
+           "ipykernel.kernelapp", "ipykernel.debugger", "jupyter_client.manager", "jupyter_client.provisioning",
+           "nbclient", "nbformat")
 
 
 class Unavailable(Exception):
