@@ -21,11 +21,11 @@ CONTENT = {
 
 
 # Of the packages pyproject.toml lists, the modules the wheel leaves out: in grader/, all but the
-# import paths notebooks use and the exchange's; in grader/classroom/, all but the exchange a
-# learner's server uses on a class hub. (grader.grading and grader.authoring are not listed at all.)
+# import paths notebooks use and the exchange's; in grader/classroom/, all but the exchange and the
+# kernels a learner's server uses on a class hub. (grader.grading and grader.authoring are not listed at all.)
 LEARNERS_MODULES = {
     "grader": {"__init__", "units", "selfcheck", "spec", "inputs", "progress", "i18n", "exchange"},
-    "grader.classroom": {"__init__", "exchange"},
+    "grader.classroom": {"__init__", "exchange", "kernels"},
 }
 
 

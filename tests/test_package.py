@@ -80,7 +80,7 @@ LEARNERS_CODE = {
     "attention_course": {"__init__", "__main__", "cli", "content", "lab", "workspace"},
     "grader": {"__init__", "units", "selfcheck", "spec", "inputs", "progress", "i18n", "exchange"},
     "grader/checks": {"__init__", *(p.stem for p in (ROOT / "grader" / "checks").glob("*.py"))},
-    "grader/classroom": {"__init__", "exchange"},
+    "grader/classroom": {"__init__", "exchange", "kernels"},
     "grader/fixtures": {"__init__"},
 }
 # What instructors install beside the course, and learners never need.

@@ -1,5 +1,5 @@
 """nbgrader's Validate with an instructor's settings on the class hub (hub/instructor/): a notebook
-outside the course's clone, as a collected submission is, is refused before its first cell runs,
+outside the course's clone, as a collected submission is, is refused before its kernel starts,
 with what to run instead; the course's own notebooks still validate. `nbgrader validate` is the
 command; the Validate button of JupyterLab runs the same Validator (the hub test presses it)."""
 from __future__ import annotations
@@ -34,6 +34,10 @@ def test_validate_refuses_a_learners_notebook_before_its_first_cell(tmp_path):
     submitted = tmp_path / "attention-course" / "submitted" / "ben" / UNIT / f"{UNIT}.ipynb"
     submitted.parent.mkdir(parents=True)
     nbformat.write(nb, submitted)
+    # A file submitted beside the notebook, which a kernel started there would run (its -m puts the
+    # working folder first on the path): no kernel starts, so nothing of it runs. The environment
+    # here has no PYTHONSAFEPATH: the refusal alone stops it.
+    (submitted.parent / "ipykernel_launcher.py").write_text(f"open({str(marker)!r}, 'w').close()\n")
     done = _validate(submitted, tmp_path)
     out = done.stdout + done.stderr
     assert "Validate runs only the course's own notebooks" in out and "python -m grader grade" in out, out[-3000:]

@@ -301,13 +301,18 @@ def server_environment(name: str, state: Path) -> dict[str, str]:
     """What the hub gives the server of `name`, and so its terminals: its Python (a learner's:
     STATE/env; an instructor's: the clone's), first on PATH with nbgrader and attention-course;
     the course's Jupyter settings (a learner's as `./course lab` has them; an instructor's with
-    Formgrader); the class's exchange."""
+    Formgrader); the class's exchange; no working folder on any of its Pythons' import paths."""
     here = settings(state)
     if is_instructor(name):
         python, paths = Path(sys.executable), [here / "hub" / "instructor", here / "hub" / "learner"]
     else:
         python, paths = learners_python(state), [here / "hub" / "learner", here / "lab" / "learner"]
     return {"JUPYTER_CONFIG_PATH": os.pathsep.join(map(str, paths)),
+            # Python's own switch: no working folder on the import path, in the server (started
+            # with -m in the home, where a learner's traitlets.py would load first), its kernels
+            # (started with -m in the notebook's folder, where a submitted ipykernel_launcher.py
+            # would) and every command of its terminals.
+            "PYTHONSAFEPATH": "1",
             "COURSE_EXCHANGE": str(exchange(state)),
             "COURSE_LANG": i18n.course_language(),
             "COURSE_PYTHON": str(python),

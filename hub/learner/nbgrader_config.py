@@ -1,6 +1,7 @@
 """nbgrader in every server of the class hub (learners' and instructors'): the course's settings,
 the class's exchange, which the hub names in COURSE_EXCHANGE, and nbgrader's exchange actions
-for a root that only root may change (see grader/classroom/exchange.py)."""
+for a root that only root may change (see grader/classroom/exchange.py); Validate's kernels on
+Unix sockets in the owner's private runtime folder (see grader/classroom/kernels.py)."""
 import os
 
 from grader.classroom.exchange import FACTORY
@@ -10,3 +11,4 @@ load_subconfig(os.path.join(os.path.dirname(__file__), "..", "..", "nbgrader_con
 c.Exchange.root = os.environ.get("COURSE_EXCHANGE", "/srv/attention-course/exchange")
 for action, plugin in FACTORY.items():
     setattr(c.ExchangeFactory, action, plugin)
+c.Execute.kernel_manager_class = "grader.classroom.kernels.PrivateKernelManager"
