@@ -193,3 +193,40 @@ def test_feedback_does_not_open_with_installing_the_course(graded, student):
     assert install.outputs == [], install.outputs
     report = (root / "feedback" / student / UNIT / f"{UNIT}.html").read_text(encoding="utf-8")
     assert not INSTALL_OUTPUT.search(report)
+
+
+PNG = ("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg==")
+SVG = '<svg xmlns="http://www.w3.org/2000/svg" width="4" height="4"><rect width="4" height="4"/></svg>'
+
+
+def test_pasted_images_are_graded_and_an_outputs_metadata_reaches_no_page(tmp_path):
+    """A markdown cell with a pasted PNG and one with a pasted SVG (JupyterLab's `attachment:`) is
+    graded with full marks and its feedback page drawn; an image output whose metadata carries
+    markup in its width reaches the graded copy as whole numbers only."""
+    import base64
+
+    from grader.grading.feedback import FeedbackExporter
+    from grader.grading.grade import grade_notebook
+
+    nb = student_notebook(UNIT)
+    pasted = [nbformat.v4.new_markdown_cell("![my drawing](attachment:drawing.png)"),
+              nbformat.v4.new_markdown_cell("![my sketch](attachment:sketch.svg)")]
+    pasted[0].attachments = {"drawing.png": {"image/png": PNG}}
+    pasted[1].attachments = {"sketch.svg": {"image/svg+xml": base64.b64encode(SVG.encode()).decode()}}
+    sized = nbformat.v4.new_code_cell(
+        "from IPython.display import display\n"
+        f"display({{'image/png': {PNG!r}, 'text/plain': 'p'}}, raw=True, metadata={{'image/png': "
+        "{'width': '1 onerror=alert(1)', 'height': 20, 'isolated': True}, 'text/plain': {'x': 1}})")
+    nb.cells[1:1] = [*pasted, sized]
+    path, autograded = tmp_path / f"{UNIT}.ipynb", tmp_path / "autograded" / f"{UNIT}.ipynb"
+    nbformat.write(nb, path)
+    result = grade_notebook(path, UNIT, autograded=autograded)
+    assert result.score == FULL and not result.error, (result.error, result.flags)
+    graded = nbformat.read(autograded, as_version=4)
+    kept = [cell.get("attachments") for cell in graded.cells if cell.cell_type == "markdown"]
+    assert pasted[0].attachments in kept and pasted[1].attachments in kept
+    [output] = [o for cell in graded.cells if cell.cell_type == "code" and "raw=True" in cell.source
+                for o in cell.outputs]
+    assert output.metadata == {"image/png": {"height": 20}}, output.metadata
+    page, _ = FeedbackExporter().from_notebook_node(graded)
+    assert f"data:image/png;base64,{PNG}" in page and not re.search(r"<img[^>]*onerror", page)

@@ -91,6 +91,11 @@ class FeedbackExporter(HTMLExporter):
         """Found before nbconvert's own templates: mathjax.html.j2, which loads no MathJax."""
         return [FileSystemLoader(safe_html.TEMPLATES)]
 
+    def from_notebook_node(self, nb, resources=None, **kw):
+        """The page, with a policy that lets no script run in it (safe_html.NO_SCRIPT)."""
+        page, resources = super().from_notebook_node(nb, resources, **kw)
+        return safe_html.with_policy(page), resources
+
     @pass_context
     def markdown2html(self, context, source: str) -> str:
         """HTMLExporter.markdown2html, cleaned and with its maths as MathML."""

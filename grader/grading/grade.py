@@ -229,8 +229,10 @@ def assemble(check: preflight.Preflight, workdir: Path) -> Assembled:
         elif cell.cell_type == "code":
             cells.append(nbformat.v4.new_code_cell(cell.source, metadata={"nbgrader": notebook.nbgrader_meta(cell)}))
         elif cell.cell_type == "markdown":  # the learner's prose stays in the feedback, never runs
-            cells.append(nbformat.v4.new_markdown_cell(cell.source,
-                                                       metadata={"nbgrader": notebook.nbgrader_meta(cell)}))
+            prose = nbformat.v4.new_markdown_cell(cell.source, metadata={"nbgrader": notebook.nbgrader_meta(cell)})
+            if isinstance(cell.get("attachments"), dict):   # a pasted image: `![](attachment:name.png)`
+                prose.attachments = copy.deepcopy(cell.attachments)
+            cells.append(prose)
     for gid in tests:
         if gid not in seen:
             cells += test_cells(gid)
@@ -335,6 +337,8 @@ def write_autograded(result: NotebookResult, executed, path: Path) -> None:
         if "calls" in role:
             continue  # the grader's own calls
         cell = copy.deepcopy(cell)
+        if cell.cell_type == "code":
+            cell.outputs = [_plain_metadata(output) for output in cell.get("outputs", [])]
         gid = role.get("visible") or notebook.grade_id(cell)
         cell.metadata = copy.deepcopy(release_meta.get(gid, {})) if gid else {}
         if "visible" in role:
@@ -348,3 +352,25 @@ def write_autograded(result: NotebookResult, executed, path: Path) -> None:
     out = nbformat.v4.new_notebook(cells=cells, metadata=copy.deepcopy(release.metadata))
     path.parent.mkdir(parents=True, exist_ok=True)
     nbformat.write(out, path)
+
+
+def _plain_metadata(output):
+    """An output with no metadata but an image's width and height, as whole numbers: every page
+    made from the graded copy (Formgrader, feedback) writes them into HTML, and nbconvert's template
+    writes a width without quotes, where a learner's text would become an attribute of its own."""
+    if "metadata" not in output:
+        return output
+    kept = {}
+    for kind, given in output.metadata.items():
+        sizes = {key: _pixels(given.get(key)) for key in ("width", "height")} if isinstance(given, dict) else {}
+        if kind.startswith("image/") and (sizes := {key: size for key, size in sizes.items() if size is not None}):
+            kept[kind] = sizes
+    output.metadata = nbformat.from_dict(kept)
+    return output
+
+
+def _pixels(value) -> int | None:
+    """A size as nbconvert would show it: a whole number of pixels, or nothing."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < 100_000:
+        return None
+    return int(value)

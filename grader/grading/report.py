@@ -14,6 +14,7 @@ import statistics
 from collections import Counter, defaultdict
 from pathlib import Path
 
+from . import safe_html
 from .results import NotebookResult
 
 STYLE = """body{font-family:system-ui,sans-serif;max-width:980px;margin:2em auto;color:#222}
@@ -42,7 +43,7 @@ def write_report(results: list[NotebookResult], path: Path, title: str = "Class 
     left = sum(1 for r in results if r.regrade)
     waiting = (f" {left} of them not graded yet: the machine failed to run them; grading the class again "
                "grades them." if left else "")
-    parts = [f"<!doctype html><meta charset='utf-8'><title>{html.escape(title)}</title><style>{STYLE}</style>",
+    parts = [f"<!doctype html><meta charset='utf-8'>{safe_html.POLICY_META}<title>{html.escape(title)}</title><style>{STYLE}</style>",
              f"<h1>{html.escape(title)}</h1><p>{len(results)} notebooks from {students} students.{waiting}</p>"]
     by_unit: dict[str, list[NotebookResult]] = defaultdict(list)
     for result in results:

@@ -42,6 +42,20 @@ ATTRIBUTES = {**bleach.ALLOWED_ATTRIBUTES, "*": ["class", "id", "title"], "img":
               "ol": ["start"], **{tag: _MATHML_ATTRIBUTES for tag in _MATHML}}
 
 
+# The policy of a page the grader writes (feedback pages, the class report): they need no script at
+# all, so none runs, wherever the page is opened, whatever got past the cleaning.
+NO_SCRIPT = ("default-src 'none'; img-src data:; style-src 'unsafe-inline'; base-uri 'none'; "
+             "form-action 'none'")
+POLICY_META = f'<meta http-equiv="Content-Security-Policy" content="{NO_SCRIPT}">'
+
+
+def with_policy(page: str) -> str:
+    """`page` with POLICY_META first in its head (before anything of the learner's)."""
+    at = page.find("<head>")
+    at = at + len("<head>") if at >= 0 else 0
+    return page[:at] + POLICY_META + page[at:]
+
+
 def clean(page_part: str) -> str:
     """HTML with only the tags and attributes above, and links only to http(s), mailto and the page
     itself; anything else is shown as text."""
