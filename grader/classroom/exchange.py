@@ -22,14 +22,12 @@ Every refusal is one line of collect's log, and collect goes on for everyone els
 
 Feedback belongs to its learner. nbgrader puts every learner's feedback page in one folder,
 feedback/, named by a hash of the submission's secret and readable by all: whoever learns a
-name (the secret lies world-readable in the submission) reads another learner's page, the
-hidden tests' verdicts with it. Here feedback/ is root's (mode 711) and each learner has a
-folder of their own in it, feedback/NAME, which the hub makes (`./course hub add`): root's, its
-group the learner's own, mode 2753. A learner lists and reads their own; any instructor may put
-a page in it, which `ReleaseFeedback` writes as a new file readable by its owner and that group
-alone (mode 640: the setgid folder gives it the learner's group); nobody else can list, watch
-or read anything there, even knowing a name. `FetchFeedback` and `List` look for a learner's
-pages there.
+name reads another learner's page, the hidden tests' verdicts with it. Here feedback/ is root's
+(mode 711) and each learner has a folder of their own in it, feedback/NAME, which the hub makes
+(`./course hub add`): the learner's, in the instructors' group, mode 2770. Nobody else can enter
+it: not list, read, replace or delete a page there, even knowing its name. `ReleaseFeedback`
+writes each page as a new file (the setgid folder gives it the instructors' group), then renames
+it over the last; `FetchFeedback` and `List` look for a learner's pages there.
 
 hub/learner/nbgrader_config.py names these classes for every server of the hub.
 """
@@ -43,8 +41,8 @@ import re
 import secrets
 import stat
 from dataclasses import dataclass
-from datetime import datetime
-from pathlib import Path
+from datetime import UTC, datetime
+from html import escape
 
 from nbgrader.api import Gradebook, MissingEntry
 from nbgrader.exchange import default
@@ -145,27 +143,53 @@ class ReleaseFeedback(_EnterableRoot, default.ExchangeReleaseFeedback):
             if found is None or found["student_id"] in excluded:
                 continue
             student, notebook_id = found["student_id"], found["notebook_id"]
-            graded = os.path.dirname(html)
-            with open(os.path.join(graded, "submission_secret.txt")) as secret:
-                page = feedback_page(feedback_folder(self.root, self.coursedir.course_id, student), secret.read(),
+            try:   # one page that cannot be released is one line, never the class's failure
+                secret = _read_secret(os.path.join(os.path.dirname(html), "submission_secret.txt"))
+                page = feedback_page(feedback_folder(self.root, self.coursedir.course_id, student), secret,
                                      notebook_id)
-            try:
                 _hand_over(html, page, student)
-            except Refused as why:
-                self.log.error("Feedback not released for %s: %s", student, why)
+            except Exception as why:   # noqa: BLE001 - whatever it is, the others still get theirs
+                self.log.error("Feedback not released for %s: %s", shown(student), _why(why))
                 continue
             self.log.info("Released feedback for student '%s' on assignment '%s/%s/%s'", student,
                           self.coursedir.course_id, self.coursedir.assignment_id, notebook_id)
 
 
-def _hand_over(html: str, page: str, student: str) -> None:
-    """Write `html` as `page` in `student`'s folder: a new file of the instructor's, mode 640, in
-    the folder's group, which must be the learner's own; then renamed over an earlier page, so a
-    learner never reads half of one. Nothing there is followed or opened but what this makes."""
+def _read_secret(path: str) -> str:
+    """A submission's secret, as nbgrader's submit wrote it (hex); Refused when it is not that."""
     try:
-        group = pwd.getpwnam(student).pw_gid
+        with open(path, "rb") as secret:
+            text = secret.read(1024).decode("ascii").strip()
+    except FileNotFoundError:
+        raise Refused("the submission has no submission_secret.txt") from None
+    except UnicodeDecodeError:
+        raise Refused("its submission_secret.txt is not what nbgrader's submit writes") from None
+    if not re.fullmatch(r"[0-9a-f]{16,256}", text):
+        raise Refused("its submission_secret.txt is not what nbgrader's submit writes")
+    return text
+
+
+def _why(error: Exception) -> str:
+    return str(error) if isinstance(error, Refused) else f"{type(error).__name__}: {shown(str(error))}"
+
+
+def shown(name: str) -> str:
+    """A learner's name of a file or entry as it may be printed: control characters (terminal
+    escapes, carriage returns) and markup escaped."""
+    return "".join(c if c.isprintable() and c not in "<>&" else repr(c)[1:-1] if not c.isprintable()
+                   else escape(c) for c in name)
+
+
+def _hand_over(html: str, page: str, student: str) -> None:
+    """Write `html` as `page` in `student`'s folder, which must be theirs, in the instructors'
+    group (the course folder's), mode 2770: a new file of the instructor's, mode 644 (nobody else
+    can enter the folder), then renamed over an earlier page, so a learner never reads half of
+    one. Nothing there is followed or opened but what this makes."""
+    try:
+        owner = pwd.getpwnam(student).pw_uid
     except KeyError:
-        raise Refused(f"there is no account {student!r}") from None
+        raise Refused(f"there is no account {shown(student)!r}") from None
+    team = os.stat(os.path.dirname(os.path.dirname(os.path.dirname(page)))).st_gid   # the course folder's
     try:   # O_PATH: the instructor may write into the folder, not list it
         folder = os.open(os.path.dirname(page), os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW)
     except OSError as error:
@@ -173,14 +197,14 @@ def _hand_over(html: str, page: str, student: str) -> None:
                       "(as root) makes it") from None
     try:
         status = os.fstat(folder)
-        if status.st_uid != 0 or status.st_gid != group or status.st_mode & 0o7777 != 0o2753:
-            raise Refused(f"{os.path.dirname(page)} is not the learner's own folder (root's, in their group, "
-                          f"mode 2753): ./course hub add {student} (as root) makes it so")
+        if status.st_uid != owner or status.st_gid != team or status.st_mode & 0o7777 != FEEDBACK_FOLDER:
+            raise Refused(f"{os.path.dirname(page)} is not the learner's own folder (theirs, in the instructors' "
+                          f"group, mode 2770): ./course hub add {student} (as root) makes it so")
         part = f".{os.path.basename(page)}.{secrets.token_hex(8)}"
         made = os.open(part, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600, dir_fd=folder)
         with open(made, "wb") as out, open(html, "rb") as source:
             out.write(source.read())
-            os.fchmod(out.fileno(), 0o640)
+            os.fchmod(out.fileno(), 0o644)
         os.replace(part, os.path.basename(page), src_dir_fd=folder, dst_dir_fd=folder)
     finally:
         os.close(folder)
@@ -216,7 +240,22 @@ def _same(one: str, other: str) -> bool:
 
 
 class Submit(_EnterableRoot, default.ExchangeSubmit):
-    pass
+    """nbgrader's submit, its entry private to the learner and the instructors: nbgrader makes it
+    777 with files 644, so that whoever learns its name (submit prints it on the learner's screen)
+    could copy the work or rename the files inside. Here the entry and its folders are 770, its
+    files 640, in the instructors' group, which the setgid inbound/ gives them: the instructors
+    read and may remove it, nobody else can even list it."""
+
+    def set_perms(self, dest, fileperms, dirperms):
+        super().set_perms(dest, fileperms=ENTRY_FILE, dirperms=ENTRY_FOLDER)
+
+    def copy_files(self):
+        super().copy_files()
+        os.chmod(os.path.join(self.inbound_path, self.assignment_filename), ENTRY_FOLDER)   # nbgrader's 777 undone
+
+
+ENTRY_FOLDER, ENTRY_FILE = 0o770, 0o640
+FEEDBACK_FOLDER = 0o2770
 
 
 class Refused(Exception):
@@ -250,7 +289,8 @@ class Collect(_EnterableRoot, default.ExchangeCollect):
                 try:
                     records.append(_record(self.inbound_path, name))
                 except Refused as why:
-                    self.log.error("Not collected: %s: %s", name, why)
+                    self._set_aside(name, why)
+        self.times = {record["filename"]: record["timestamp"] for record in records}
         with Gradebook(self.coursedir.db_url, self.coursedir.course_id) as gradebook:
             try:
                 self.duedate = gradebook.find_assignment(self.coursedir.assignment_id).duedate
@@ -265,48 +305,72 @@ class Collect(_EnterableRoot, default.ExchangeCollect):
 
     def do_copy(self, src, dest, log=None):
         """The entry's folders and regular files, never through a link, within nbgrader's limits;
-        its timestamp.txt says the time its name gives (nbgrader stops a later collect on one it
-        cannot read)."""
+        its timestamp.txt says when the system saw the entry made (`_record`). Whatever goes wrong
+        with one entry is one line, and collect goes on with the next."""
         limits = _Limits(1000 * self.coursedir.max_file_size, 1000 * self.coursedir.max_dir_size,
                          tuple(self.coursedir.ignore), tuple(self.coursedir.include))
         name = os.path.basename(src)
-        student, _, stamp = name.rsplit("+", 3)[:3]
 
         def refuse(path: str, why: Refused) -> None:
-            self.log.error("Not collected: %s: %s", os.path.join(name, path), why)
+            self.log.error("Not collected: %s: %s", shown(os.path.join(name, path)), why)
 
-        folder = os.open(src, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
         try:
-            owner = os.fstat(folder).st_uid
-            if owner != pwd.getpwnam(student).pw_uid:   # replaced since it was checked
-                return refuse("", Refused(f"it claims to be {student}'s but belongs to {_name(owner)}"))
-            _copy_folder(folder, Path(dest), owner, limits, [limits.total_bytes], refuse)
-            (Path(dest) / "timestamp.txt").write_text(stamp)
-        finally:
-            os.close(folder)
+            student = name.split("+", 1)[0]
+            folder = os.open(src, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+            try:
+                owner = os.fstat(folder).st_uid
+                if owner != pwd.getpwnam(student).pw_uid:   # replaced since it was checked
+                    raise Refused(f"it claims to be {student}'s but belongs to {_name(owner)}")
+                os.makedirs(dest, exist_ok=True)
+                _copy_tree(folder, dest, owner, limits, refuse)
+            finally:
+                os.close(folder)
+            with open(os.path.join(dest, "timestamp.txt"), "w") as stamp:
+                stamp.write(self.times[name].strftime("%Y-%m-%d %H:%M:%S.%f UTC"))
+        except Exception as why:   # noqa: BLE001 - one entry never stops the class's collect
+            self._set_aside(name, why if isinstance(why, Refused) else Refused(_why(why)))
+
+    def _set_aside(self, name: str, why: Refused) -> None:
+        """One line for a refused entry; moved aside, out of every later collect, where the
+        instructor can find and remove it (its folders are the learner's, so as root)."""
+        aside = "refused-" + re.sub(r"[^A-Za-z0-9._-]", "-", name)[:200] + "-" + secrets.token_hex(4)
+        try:
+            os.rename(os.path.join(self.inbound_path, name), os.path.join(self.inbound_path, aside))
+            where = f"; moved aside to {os.path.join(self.inbound_path, aside)} (remove it as root: rm -r ...)"
+        except OSError:
+            where = ""
+        self.log.error("Not collected: %s: %s%s", shown(name), why, where)
+
+
+MAX_DEPTH = 16          # folders in folders of one entry
+MAX_PATH = 1024         # characters of a path inside an entry: its copy stays usable by every tool
+MAX_ENTRIES = 10_000    # files and folders of one entry
 
 
 def _record(inbound: str, name: str) -> dict:
-    """An entry's record as nbgrader keeps it: its student, its name and its time; Refused when
-    the name is not nbgrader's, or the entry is not a folder of that student's own."""
+    """An entry's record as nbgrader keeps it: its student, its name and its time, which is when
+    the system last saw the entry change (its ctime, which nobody can set back), never what its
+    name says; Refused when the name is not nbgrader's, or the entry is not a folder of that
+    student's own."""
     parts = name.rsplit("+", 3)
     if len(parts) < 3:
         raise Refused("its name is not student+assignment+time+random")
     student = parts[0]
     try:
-        timestamp: datetime = parse_utc(parts[2])
+        parse_utc(parts[2])
     except (ValueError, OverflowError):
-        raise Refused(f"its time {parts[2]!r} is not a time") from None
+        raise Refused(f"its time {shown(parts[2])!r} is not a time") from None
     try:
         uid = pwd.getpwnam(student).pw_uid
     except KeyError:
-        raise Refused(f"there is no account {student!r}") from None
+        raise Refused(f"there is no account {shown(student)!r}") from None
     status = os.stat(os.path.join(inbound, name), follow_symlinks=False)
     if not stat.S_ISDIR(status.st_mode):
         raise Refused("it is not a folder")
     if status.st_uid != uid:
         raise Refused(f"it claims to be {student}'s but belongs to {_name(status.st_uid)}")
-    return {"username": student, "filename": name, "timestamp": timestamp}
+    made = datetime.fromtimestamp(status.st_ctime, UTC).replace(tzinfo=None)
+    return {"username": student, "filename": name, "timestamp": made}
 
 
 def _name(uid: int) -> str:
@@ -316,22 +380,50 @@ def _name(uid: int) -> str:
         return f"user id {uid}"
 
 
-def _copy_folder(folder: int, dest: Path, owner: int, limits: _Limits, budget: list[int], refuse, where: str = ""):
-    """Copy what the open folder holds into `dest`: folders and regular files of `owner`'s, each
-    opened relative to its folder without following a link; `refuse(path, why)` for the rest."""
-    dest.mkdir(parents=True, exist_ok=True)
-    for entry in sorted(os.listdir(folder)):
-        path = os.path.join(where, entry)
-        if any(fnmatch.fnmatch(entry, glob) for glob in limits.ignore):
-            continue
-        try:
-            _copy_entry(folder, entry, dest / entry, owner, limits, budget, refuse, path)
-        except Refused as why:
-            refuse(path, why)
+def _copy_tree(top: int, dest: str, owner: int, limits: _Limits, refuse) -> None:
+    """Copy what the open folder `top` holds into the folder `dest`: folders and regular files of
+    `owner`'s, each opened relative to its open folder without following a link, and made relative
+    to its open destination (no path grows past the system's limit), one level at a time (no depth
+    of folders exhausts the stack); `refuse(path, why)` for the rest."""
+    budget, count = [limits.total_bytes], 0
+    pending = [(os.dup(top), os.open(dest, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW), "", 0)]
+    try:
+        while pending:
+            source, target, where, depth = pending.pop()
+            try:
+                for entry in sorted(os.listdir(source)):
+                    path = os.path.join(where, entry)
+                    if any(fnmatch.fnmatch(entry, glob) for glob in limits.ignore):
+                        continue
+                    count += 1
+                    if count > MAX_ENTRIES:
+                        raise Refused(f"more than {MAX_ENTRIES} files and folders: the rest is not collected")
+                    try:
+                        if len(path) > MAX_PATH:
+                            raise Refused(f"its path is longer than {MAX_PATH} characters")
+                        folder = _copy_entry(source, target, entry, owner, limits, budget)
+                        if folder is not None:
+                            if depth + 1 >= MAX_DEPTH:
+                                os.close(folder[0]), os.close(folder[1])
+                                raise Refused(f"folders nested deeper than {MAX_DEPTH}")
+                            pending.append((*folder, path, depth + 1))
+                    except Refused as why:
+                        refuse(path, why)
+            finally:
+                os.close(source)
+                os.close(target)
+    except Refused as why:
+        refuse("", why)
+    finally:
+        for source, target, *_ in pending:
+            os.close(source)
+            os.close(target)
 
 
-def _copy_entry(folder: int, entry: str, dest: Path, owner: int, limits: _Limits, budget: list[int], refuse,
-                path: str) -> None:
+def _copy_entry(folder: int, target: int, entry: str, owner: int, limits: _Limits,
+                budget: list[int]) -> tuple[int, int] | None:
+    """Copy one entry of the open `folder` into the open `target`; for a folder, its copy is made
+    and both are returned open, to be walked."""
     kind = os.stat(entry, dir_fd=folder, follow_symlinks=False).st_mode
     if stat.S_ISLNK(kind):
         raise Refused("a symbolic link (only files and folders are collected)")
@@ -347,17 +439,30 @@ def _copy_entry(folder: int, entry: str, dest: Path, owner: int, limits: _Limits
         if status.st_uid != owner:
             raise Refused(f"it belongs to {_name(status.st_uid)}, not to the submission's owner")
         if stat.S_ISDIR(status.st_mode):
-            _copy_folder(opened, dest, owner, limits, budget, refuse, path)
-        elif stat.S_ISREG(status.st_mode):
-            if not any(fnmatch.fnmatch(entry, glob) for glob in limits.include):
-                return
-            data = _read(opened, min(limits.file_bytes, budget[0]))
-            budget[0] -= len(data)
-            dest.write_bytes(data)
-        else:
+            os.mkdir(entry, dir_fd=target)
+            made = os.open(entry, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=target)
+            opened, folder_pair = -1, (opened, made)
+            return folder_pair
+        if not stat.S_ISREG(status.st_mode):
             raise Refused("not a regular file")
+        if not any(fnmatch.fnmatch(entry, glob) for glob in limits.include):
+            return None
+        limit = min(limits.file_bytes, budget[0])
+        if status.st_size > limit:   # known before a byte is read (a sparse file costs nothing to make)
+            raise Refused(_too_large(limit))
+        data = _read(opened, limit)
+        budget[0] -= len(data)
+        made = os.open(entry, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o666, dir_fd=target)
+        with open(made, "wb") as out:
+            out.write(data)
+        return None
     finally:
-        os.close(opened)
+        if opened >= 0:
+            os.close(opened)
+
+
+def _too_large(limit: int) -> str:
+    return f"larger than the limit of {limit} bytes (nbgrader's CourseDirectory.max_file_size and max_dir_size)"
 
 
 def _read(opened: int, limit: int) -> bytes:
@@ -366,8 +471,7 @@ def _read(opened: int, limit: int) -> bytes:
     while chunk := os.read(opened, 1 << 20):
         size += len(chunk)
         if size > limit:
-            raise Refused(f"larger than the limit of {limit} bytes (nbgrader's CourseDirectory.max_file_size "
-                          "and max_dir_size)")
+            raise Refused(_too_large(limit))
         chunks.append(chunk)
     return b"".join(chunks)
 

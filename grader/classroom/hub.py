@@ -16,7 +16,8 @@ The servers' Jupyter settings are copied into STATE/settings, readable by all.
 nbgrader's exchange, STATE/exchange, belongs to root (mode 755): nobody else can make, move or
 delete anything in it. The course's folder in it is made by the hub and given to the first
 instructor; below it, nbgrader's own folders and modes, but for feedback/: the hub makes a
-folder in it for each learner, which only that learner can read (see grader/classroom/exchange.py).
+folder in it for each learner, which only that learner and the instructors can enter (see
+grader/classroom/exchange.py).
 
 `hub add` makes each NAME a Unix account in the class's group, with a private home and a
 password printed once: learners log in with it, and each server runs as its owner. The
@@ -125,20 +126,13 @@ def prepare_exchange(state: Path) -> Path:
 
 def feedback_folders(feedback: Path) -> None:
     """The course's feedback/ in the exchange, root's (mode 711: nobody lists it), and in it each
-    learner's own folder: root's, in the learner's own group, mode 2753. The learner lists and
-    reads it, every instructor may write pages into it but not list it, and the setgid bit gives
-    each page the learner's group (see grader/classroom/exchange.py)."""
+    learner's own folder: the learner's, in the instructors' group, mode 2770. The learner and the
+    instructors enter it, nobody else even knowing a name; the setgid bit gives each page the
+    instructors' group (see grader/classroom/exchange.py)."""
     _closed_folder(feedback, 0o711)
+    team = grp.getgrnam(INSTRUCTORS).gr_gid
     for name in members(LEARNERS):
-        user = pwd.getpwnam(name)
-        group = grp.getgrgid(user.pw_gid)
-        shared = [other for other in members(group.gr_name) if other != name]
-        if shared:
-            print(f"hub: no feedback folder for {name}: their own group {group.gr_name} is shared with "
-                  f"{', '.join(shared[:3])}, who could read their feedback; give {name} a group of their own "
-                  f"(groupadd {name}-own && usermod -g {name}-own {name}), then ./course hub add {name}", flush=True)
-            continue
-        _closed_folder(feedback / name, 0o2753, group=user.pw_gid)
+        _closed_folder(feedback / name, 0o2770, owner=pwd.getpwnam(name).pw_uid, group=team)
 
 
 def _closed_folder(path: Path, mode: int, owner: int = 0, group: int = 0) -> None:

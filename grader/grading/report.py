@@ -43,7 +43,8 @@ def write_report(results: list[NotebookResult], path: Path, title: str = "Class 
     left = sum(1 for r in results if r.regrade)
     waiting = (f" {left} of them not graded yet: the machine failed to run them; grading the class again "
                "grades them." if left else "")
-    parts = [f"<!doctype html><meta charset='utf-8'>{safe_html.POLICY_META}<title>{html.escape(title)}</title><style>{STYLE}</style>",
+    parts = [f"<!doctype html><meta charset='utf-8'>{safe_html.POLICY_META}<title>{html.escape(title)}</title>"
+             f"<style>{STYLE}</style>",
              f"<h1>{html.escape(title)}</h1><p>{len(results)} notebooks from {students} students.{waiting}</p>"]
     by_unit: dict[str, list[NotebookResult]] = defaultdict(list)
     for result in results:
