@@ -146,3 +146,28 @@ def test_learner_code_cannot_read_the_accounts_files(graded):
     everything = "".join(p.read_text(errors="replace") for p in graded["root"].rglob("*") if p.is_file()
                          and p.suffix in (".ipynb", ".html", ".json", ".csv"))
     assert graded["token"] not in everything
+
+
+# The red-team pair tests (tests/test_redteam.py), run by the account: one notebook after another
+# on one template, as a class hub's instructor grades without root.
+PAIRS = """import json, sys, tempfile
+from pathlib import Path
+sys.path.insert(0, {tests!r})
+import test_redteam
+seen = {{attack: test_redteam.pair(attack, Path(tempfile.mkdtemp())) for attack in test_redteam.PAIRS}}
+print("PAIRS " + json.dumps(seen))
+"""
+
+
+def test_nothing_crosses_from_one_notebook_to_the_next_as_an_ordinary_account(account):
+    import test_redteam
+
+    account, python = account
+    script = account.home / "pairs.py"
+    script.write_text(PAIRS.format(tests=str(Path(__file__).resolve().parent)))
+    shutil.chown(script, account.name, account.name)
+    done = account.run(str(python), str(script), cwd=course.ROOT, timeout=600)
+    [line] = [line for line in done.stdout.splitlines() if line.startswith("PAIRS ")]
+    for attack, seen in json.loads(line[len("PAIRS "):]).items():
+        assert "cold" not in seen, seen   # an ordinary account forks kernels, as the hub's instructors do
+        test_redteam.check_pair(attack, seen)

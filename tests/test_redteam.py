@@ -312,7 +312,10 @@ for path in ["%(klass)s/honest/01_dot_product/01_dot_product.ipynb", "%(root)s/g
 def _writer_check(seen: Seen) -> None:
     out = seen.outputs()
     wrote = [line for line in out.splitlines() if line.startswith("WROTE")]
-    assert sorted(wrote) == ["WROTE /dev/shm/pwned-" + TOKEN, "WROTE mine.txt"], out[:3000]  # its own places only
+    # its own places only: its folder, /dev/shm and /tmp, both of its own (the real paths are
+    # checked unchanged by the tests below)
+    assert sorted(line for line in wrote if not line.split(" ")[-1].startswith("/tmp/")) == \
+        ["WROTE /dev/shm/pwned-" + TOKEN, "WROTE mine.txt"], out[:3000]
 
 
 GRADING_DETECTOR = """import os
@@ -371,6 +374,12 @@ DISK_BOMB = "for i in range(40):\n    open(f'part{i}', 'wb').write(b'0' * 2**27)
 
 # The same, in the sandbox's private /dev/shm (memory of the host, outside the scratch folder).
 SHM_BOMB = ("for i in range(6):\n    open(f'/dev/shm/part{i}', 'wb').write(b'0' * 250 * 2**20)\n"
+            + ALT["u01_similarity_matrix"])
+
+# The same in /tmp, in files each under the limit on one file (the template's /tmp was one memory-
+# backed folder for every notebook a worker graded, counted by nothing).
+TMP_BOMB = ("import time\nfor i in range(6):\n    open(f'/tmp/part{i}', 'wb').write(b'0' * 240 * 2**20)\n"
+            "time.sleep(5)   # holds them: the watchdog's next look finds them in this cell\n"
             + ALT["u01_similarity_matrix"])
 
 SEGFAULT = "import ctypes\nctypes.string_at(0)\n" + ALT["u01_similarity_matrix"]
@@ -440,6 +449,7 @@ VECTORS = [
     Vector("huge_file", HUGE_FILE, 4, 4, "File too large"),
     Vector("disk_bomb", DISK_BOMB, 2, 2, "MiB of files", gid="u01_similarity_matrix"),
     Vector("shm_bomb", SHM_BOMB, 4, 2, "MiB", gid="u01_similarity_matrix"),
+    Vector("tmp_bomb", TMP_BOMB, 2, 2, "MiB of files", gid="u01_similarity_matrix"),
     Vector("segfault", SEGFAULT, 2, 2, "kernel died", gid="u01_similarity_matrix"),
     Vector("forged_executed_notebook", FORGED_EXECUTED, 3, 3, "killed", gid="u01_cosine_similarity_matrix"),
     Vector("system_exit", "def dot_product(a, b):\n    raise SystemExit('bye')\n", 4, 4, "SystemExit"),
@@ -713,7 +723,7 @@ LEAVE = """
 import builtins, json, math, os, subprocess, sys
 import matplotlib, torch
 T = %(token)r
-for folder in (".", os.environ["HOME"], os.environ["TMPDIR"], "/dev/shm"):
+for folder in (".", os.environ["HOME"], os.environ["TMPDIR"], "/dev/shm", "/tmp"):
     with open(os.path.join(folder, "left-" + T), "w") as handle:
         handle.write(T)
 subprocess.Popen(["sleep", "300", T], start_new_session=True)
@@ -804,10 +814,13 @@ def _notebook(*cells: str):
     return nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c % {"token": TOKEN}) for c in cells])
 
 
-@pytest.mark.parametrize("attack", ["leaves things behind", "reaches for the template", "fork bomb", "memory hog"])
-def test_nothing_crosses_from_one_notebook_to_the_next_on_the_template(tmp_path, attack):
-    """Notebook A attacks; notebook B, the next one forked from the same template, sees nothing of
-    A and is graded normally; the template survives A."""
+PAIRS = {"leaves things behind": [LEAVE], "reaches for the template": [REACH, SIGNAL], "fork bomb": [BOMB],
+         "memory hog": [HOG]}
+
+
+def pair(attack: str, workdir: Path) -> dict:
+    """Notebook A attacks, then notebook B, forked from the same template, looks for A: what each
+    did and saw, as plain data (tests/test_nonroot.py runs it as an ordinary account too)."""
     from helpers import execute
 
     from grader.grading.settings import Limits
@@ -815,24 +828,40 @@ def test_nothing_crosses_from_one_notebook_to_the_next_on_the_template(tmp_path,
     # a fork bomb's processes spin until its cell is stopped: 5 s of that proves as much as 15
     limits = Limits(cell_seconds=5 if attack == "fork bomb" else 15, notebook_seconds=40, memory_bytes=4 * 2**30)
     if sandbox.scratch_parent(limits) is None:
-        pytest.skip(f"kernels are not forked here: {sandbox._cold_reason}")
+        return {"cold": sandbox._cold_reason}
     template = sandbox._templates[""]
-    cells = {"leaves things behind": [LEAVE], "reaches for the template": [REACH, SIGNAL], "fork bomb": [BOMB],
-             "memory hog": [HOG]}[attack]
-    a = execute(_notebook(*cells, "print('A after')"), tmp_path, limits)
-    b = execute(_notebook(LOOK, "print('B after')"), tmp_path, limits)
-    assert a.kernel == b.kernel == sandbox.FORKED
-    assert template.alive() and sandbox._templates[""] is template   # the same template served B
-    assert json.loads(b.executed.cells[0].outputs[0]["text"]) == CLEAN
-    assert b.problem is None and b.executed.cells[1].outputs[0]["text"] == "B after\n"
+    a = execute(_notebook(*PAIRS[attack], "print('A after')"), workdir, limits)
+    b = execute(_notebook(LOOK, "print('B after')"), workdir, limits)
+    first = a.executed.cells[0]
+    return {"token": TOKEN, "kernels": [a.kernel, b.kernel],
+            "same template": template.alive() and sandbox._templates[""] is template,
+            "b saw": json.loads(b.executed.cells[0].outputs[0]["text"]), "b problem": b.problem,
+            "b after": b.executed.cells[1].outputs[0]["text"], "a problem": a.problem,
+            "a printed": "".join(o["text"] for o in first.outputs if o.get("name") == "stdout"),
+            "a stopped": bool(first.metadata.get("grader", {}).get("timed_out")
+                              or any(o.get("output_type") == "error" for o in first.outputs))}
+
+
+def check_pair(attack: str, seen: dict) -> None:
+    """B saw nothing of A and was graded normally; the template survived A; A's attack ran."""
+    assert seen["kernels"] == [sandbox.FORKED, sandbox.FORKED] and seen["same template"], seen
+    assert seen["b saw"] == CLEAN
+    assert seen["b problem"] is None and seen["b after"] == "B after\n"
     if attack == "leaves things behind":
-        assert a.executed.cells[0].outputs[0]["text"] == "left\n"
+        assert seen["a printed"] == "left\n"
     if attack == "reaches for the template":   # no descriptor but its own could be opened
-        printed = "".join(o["text"] for o in a.executed.cells[0].outputs if o.get("name") == "stdout")
-        assert json.loads(printed.replace(TOKEN, "").strip().splitlines()[-1]) == []
-    if attack == "fork bomb":
-        bomb = a.executed.cells[0]   # stopped: by the process limit, the cell's time limit or the watchdog
-        assert a.problem or bomb.metadata.get("grader", {}).get("timed_out") \
-            or any(o.get("output_type") == "error" for o in bomb.outputs)
+        assert json.loads(seen["a printed"].replace(seen["token"], "").strip().splitlines()[-1]) == []
+    if attack == "fork bomb":   # stopped: by the process limit, the cell's time limit or the watchdog
+        assert seen["a problem"] or seen["a stopped"]
     if attack == "memory hog":
-        assert a.problem and "memory" in a.problem
+        assert seen["a problem"] and "memory" in seen["a problem"]
+
+
+@pytest.mark.parametrize("attack", list(PAIRS))
+def test_nothing_crosses_from_one_notebook_to_the_next_on_the_template(tmp_path, attack):
+    """Notebook A attacks; notebook B, the next one forked from the same template, sees nothing of
+    A and is graded normally; the template survives A."""
+    seen = pair(attack, tmp_path)
+    if "cold" in seen:
+        pytest.skip(f"kernels are not forked here: {seen['cold']}")
+    check_pair(attack, seen)

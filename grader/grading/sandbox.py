@@ -421,8 +421,11 @@ class Sandbox:
     def __init__(self, workdir: Path, limits: Limits, warm: tuple[str, ...] = ()):
         self.workdir, self.limits = Path(workdir).resolve(), limits
         self.src = self.workdir / "to_run.ipynb"
-        shm, matplotlib = self.workdir / ".shm", self.workdir / ".matplotlib"
+        # /dev/shm and /tmp of the notebook's sandbox are folders of its own scratch folder: what it
+        # writes there counts against its limit on files, and goes with it (never to the next notebook)
+        shm, tmp, matplotlib = self.workdir / ".shm", self.workdir / ".tmp", self.workdir / ".matplotlib"
         shm.mkdir()
+        tmp.mkdir()
         matplotlib.mkdir()
         for fonts in _font_lists():
             shutil.copyfile(fonts, matplotlib / fonts.name)
@@ -431,7 +434,7 @@ class Sandbox:
         self.uid, inside = None, 0
         if jail.drops_user:
             self.uid = sandbox_uid()
-            for path in (self.workdir, shm, matplotlib, *matplotlib.iterdir()):
+            for path in (self.workdir, shm, tmp, matplotlib, *matplotlib.iterdir()):
                 os.chown(path, self.uid, self.uid)
             suffix = _drop_to(self.uid)
             processes = limits.processes
@@ -464,7 +467,9 @@ class Sandbox:
         if self.proc is None:
             if prefix:  # the scratch folder, the only writable place, goes before bubblewrap's "--";
                 # /dev/shm lives in it, so that the watchdog's cap on files counts what is written there
-                prefix[-1:-1] = [*_parents(self.workdir, set()), "--bind", str(self.workdir), str(self.workdir),
+                # /tmp first: the scratch folder's own path is then made inside it, where it usually is
+                prefix[-1:-1] = ["--bind", str(tmp), "/tmp", *_parents(self.workdir, set()),
+                                 "--bind", str(self.workdir), str(self.workdir),
                                  "--bind", str(shm), "/dev/shm", "--chdir", str(self.workdir)]
             command = prefix + suffix + [sys.executable, "-m", "grader.grading.runner", *argv]
             self.proc = subprocess.Popen(command, cwd=self.workdir, env=_environment(self.workdir),

@@ -292,14 +292,21 @@ def _enter_namespaces() -> None:
 
 
 def _own_folder(jobs: Path, workdir: Path) -> None:
-    """Hide every job folder behind an empty tmpfs, except `workdir`, at its own path; and its .shm
-    as /dev/shm."""
+    """Hide every job folder behind an empty tmpfs, except `workdir`, at its own path; its .shm as
+    /dev/shm and its .tmp as /tmp. So what the notebook writes in either lands in its own folder,
+    which the watchdog counts against its limit on files and which goes when the job ends; no
+    later notebook on this template sees it (the template's own /tmp is never the job's)."""
     if workdir.parent != jobs:
         raise ValueError(f"{workdir} is not a job folder of {jobs}")
     _mount(str(workdir), HOLD, None, MS_BIND | MS_REC)
-    _mount("tmpfs", str(jobs), "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=64k")
-    workdir.mkdir()
-    _mount(None, str(jobs), None, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV)   # nothing beside it to write
+    if (Path(HOLD) / ".tmp").is_dir():
+        _mount(str(Path(HOLD) / ".tmp"), "/tmp", None, MS_BIND)
+    if jobs.is_dir():   # every other job's folder behind an empty tmpfs, with nothing beside it to write
+        _mount("tmpfs", str(jobs), "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=64k")
+        workdir.mkdir()
+        _mount(None, str(jobs), None, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV)
+    else:   # the jobs' folder was in /tmp, which is now the job's own: the job's path made again there
+        workdir.mkdir(parents=True)
     _mount(HOLD, str(workdir), None, MS_MOVE)
     if (workdir / ".shm").is_dir():
         _mount(str(workdir / ".shm"), "/dev/shm", None, MS_BIND)
