@@ -30,20 +30,27 @@ OUTPUTS = {
     "text/markdown": f"[results](javascript:{_mark('out-md-link')})",
 }
 
+# An image whose width, in the output's metadata, carries an event handler: nbconvert's template
+# writes the width without quotes, and the sanitiser does not look at attributes it builds.
+PNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg=="
+WIDTH = {"image/png": {"width": f"1 onerror={_mark('out-png-width')}"}}
+
 # The same outputs, made by the learner's own code when the notebook runs (in the sandbox).
 CODE = ("from IPython.display import HTML, SVG, Javascript, Markdown, display\n"
         f"display(HTML({OUTPUTS['text/html']!r}))\n"
         f"display(SVG({OUTPUTS['image/svg+xml']!r}))\n"
         f"display(Javascript({OUTPUTS['application/javascript']!r}))\n"
-        f"display(Markdown({OUTPUTS['text/markdown']!r}))")
+        f"display(Markdown({OUTPUTS['text/markdown']!r}))\n"
+        f"display({{'image/png': 'x', 'text/plain': 'p'}}, raw=True, metadata={WIDTH!r})")
 
 EVERY_KIND = ("md-script", "md-img", "md-svg", "md-link", "md-a", "md-toggle", "md-iframe",
-              "out-img", "out-script", "out-svg", "out-js", "out-md-link")
+              "out-img", "out-script", "out-svg", "out-js", "out-md-link", "out-png-width")
 
 
 def cells() -> list:
     """A markdown cell and a code cell with its outputs already made, to add to a notebook."""
     outputs = [nbformat.v4.new_output("display_data", data={mime: text}) for mime, text in OUTPUTS.items()]
+    outputs.append(nbformat.v4.new_output("display_data", data={"image/png": "x"}, metadata=WIDTH))
     return [nbformat.v4.new_markdown_cell(MARKDOWN), nbformat.v4.new_code_cell(CODE, outputs=outputs)]
 
 

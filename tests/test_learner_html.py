@@ -102,7 +102,7 @@ def _ran(browser, html: str) -> tuple[list[str], list[str]]:
 
 def test_the_payloads_run_in_a_page_made_without_the_courses_settings(browser):
     ran, _ = _ran(browser, unsafe_page(notebook()))
-    assert {"md-img", "md-svg", "md-link", "out-img", "out-js"} <= set(ran), ran
+    assert {"md-img", "md-svg", "md-link", "out-img", "out-js", "out-png-width"} <= set(ran), ran
 
 
 @pytest.mark.parametrize("make", [formgrader_page, feedback_page], ids=["formgrader", "feedback"])

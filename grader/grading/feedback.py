@@ -92,7 +92,10 @@ class FeedbackExporter(HTMLExporter):
         return [FileSystemLoader(safe_html.TEMPLATES)]
 
     def from_notebook_node(self, nb, resources=None, **kw):
-        """The page, with a policy that lets no script run in it (safe_html.NO_SCRIPT)."""
+        """The page, with a policy that lets no script run in it (safe_html.NO_SCRIPT), its
+        outputs' metadata plain (safe_html.plain_metadata)."""
+        nb = copy.deepcopy(nb)
+        safe_html.PlainMetadata().preprocess(nb, {})
         page, resources = super().from_notebook_node(nb, resources, **kw)
         return safe_html.with_policy(page), resources
 

@@ -30,7 +30,7 @@ import nbformat
 from .. import course, notebook
 from ..checks import i18n
 from ..checks.i18n import say
-from . import preflight, sandbox, settings
+from . import preflight, safe_html, sandbox, settings
 from .results import ExerciseResult, NotebookResult
 from .settings import Limits
 from .stopwatch import Stopwatch
@@ -338,7 +338,7 @@ def write_autograded(result: NotebookResult, executed, path: Path) -> None:
             continue  # the grader's own calls
         cell = copy.deepcopy(cell)
         if cell.cell_type == "code":
-            cell.outputs = [_plain_metadata(output) for output in cell.get("outputs", [])]
+            cell.outputs = [safe_html.plain_metadata(output) for output in cell.get("outputs", [])]
         gid = role.get("visible") or notebook.grade_id(cell)
         cell.metadata = copy.deepcopy(release_meta.get(gid, {})) if gid else {}
         if "visible" in role:
@@ -353,24 +353,3 @@ def write_autograded(result: NotebookResult, executed, path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     nbformat.write(out, path)
 
-
-def _plain_metadata(output):
-    """An output with no metadata but an image's width and height, as whole numbers: every page
-    made from the graded copy (Formgrader, feedback) writes them into HTML, and nbconvert's template
-    writes a width without quotes, where a learner's text would become an attribute of its own."""
-    if "metadata" not in output:
-        return output
-    kept = {}
-    for kind, given in output.metadata.items():
-        sizes = {key: _pixels(given.get(key)) for key in ("width", "height")} if isinstance(given, dict) else {}
-        if kind.startswith("image/") and (sizes := {key: size for key, size in sizes.items() if size is not None}):
-            kept[kind] = sizes
-    output.metadata = nbformat.from_dict(kept)
-    return output
-
-
-def _pixels(value) -> int | None:
-    """A size as nbconvert would show it: a whole number of pixels, or nothing."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < 100_000:
-        return None
-    return int(value)

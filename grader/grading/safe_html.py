@@ -21,8 +21,10 @@ import json
 from pathlib import Path
 
 import bleach
+import nbformat
 from jinja2 import pass_context
 from nbconvert.filters.markdown_mistune import IPythonRenderer, MarkdownWithMath
+from nbconvert.preprocessors import Preprocessor
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"   # mathjax.html.j2: no MathJax; outputs wrap
 
@@ -54,6 +56,38 @@ def with_policy(page: str) -> str:
     at = page.find("<head>")
     at = at + len("<head>") if at >= 0 else 0
     return page[:at] + POLICY_META + page[at:]
+
+
+def plain_metadata(output):
+    """An output with no metadata but an image's width and height, as whole numbers: every page
+    made from a learner's notebook writes them into HTML, and nbconvert's template writes a width
+    without quotes, where a learner's text would become an attribute of its own."""
+    if "metadata" not in output:
+        return output
+    kept = {}
+    for kind, given in output.metadata.items():
+        sizes = {key: _pixels(given.get(key)) for key in ("width", "height")} if isinstance(given, dict) else {}
+        if kind.startswith("image/") and (sizes := {key: size for key, size in sizes.items() if size is not None}):
+            kept[kind] = sizes
+    output.metadata = nbformat.from_dict(kept)
+    return output
+
+
+def _pixels(value) -> int | None:
+    """A size as nbconvert would show it: a whole number of pixels, or nothing."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < 100_000:
+        return None
+    return int(value)
+
+
+class PlainMetadata(Preprocessor):
+    """`plain_metadata` on every output, before a page is made (Formgrader's exporter; the
+    graded copy is written so already)."""
+
+    def preprocess_cell(self, cell, resources, index):
+        if cell.cell_type == "code":
+            cell.outputs = [plain_metadata(output) for output in cell.get("outputs", [])]
+        return cell, resources
 
 
 def clean(page_part: str) -> str:
