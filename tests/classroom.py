@@ -279,3 +279,49 @@ def in_browser_terminal(page, user: str, command: str, seconds: int = 120) -> Ty
     """Type `command` into a new terminal of `user`'s server, from their logged-in browser page."""
     status, text = page.evaluate(_TERMINAL, [f"/user/{user}", command, seconds])
     return Typed(status, _ESCAPES.sub("", text))
+
+
+# A kernel of a user's server, as JupyterLab runs one for a notebook at `path`: a session over the
+# REST API (the kernel starts in the notebook's folder), then the kernel's WebSocket with the
+# page's token, an execute_request in the Jupyter protocol, and what the cell printed until its
+# reply. [true, printed] or [false, the server's refusal].
+_KERNEL = """async ([base, path, code, seconds]) => {
+  const xsrf = decodeURIComponent((document.cookie.match(/(?:^|; )_xsrf=([^;]*)/) || [])[1] || "");
+  const headers = {"X-XSRFToken": xsrf, "Content-Type": "application/json"};
+  const made = await fetch(`${base}/api/sessions`, {method: "POST", credentials: "same-origin", headers,
+      body: JSON.stringify({path, name: path.split("/").pop(), type: "notebook", kernel: {name: "python3"}})});
+  if (!made.ok) return [false, `${made.status} ${await made.text()}`];
+  const session = await made.json();
+  const lab = await (await fetch(`${base}/lab`, {credentials: "same-origin"})).text();
+  const config = new DOMParser().parseFromString(lab, "text/html").getElementById("jupyter-config-data").textContent;
+  const token = encodeURIComponent(JSON.parse(config).token || "");
+  const scheme = location.protocol === "https:" ? "wss" : "ws";
+  const socket = new WebSocket(`${scheme}://${location.host}${base}/api/kernels/${session.kernel.id}/channels` +
+                               `?token=${token}`);
+  const id = crypto.randomUUID();
+  let printed = "";
+  const done = await new Promise((resolve) => {
+    const timer = setTimeout(() => resolve(false), seconds * 1000);
+    socket.onopen = () => socket.send(JSON.stringify({channel: "shell", buffers: [], metadata: {},
+        parent_header: {}, header: {msg_id: id, msg_type: "execute_request", username: "", session: id,
+                                    version: "5.3", date: new Date().toISOString()},
+        content: {code, silent: false, store_history: true, user_expressions: {}, allow_stdin: false,
+                  stop_on_error: true}}));
+    socket.onmessage = (event) => {
+      const message = JSON.parse(event.data);
+      if (message.parent_header?.msg_id !== id) return;
+      if (message.msg_type === "stream") printed += message.content.text;
+      if (message.msg_type === "execute_reply") { clearTimeout(timer); resolve(true); }
+    };
+  });
+  socket.close();
+  await fetch(`${base}/api/sessions/${session.id}`, {method: "DELETE", credentials: "same-origin", headers});
+  return [done, printed];
+}"""
+
+
+def in_browser_kernel(page, user: str, path: str, code: str, seconds: int = 120) -> tuple[bool, str]:
+    """Run `code` in a kernel of `user`'s server for a notebook at `path` (relative to the server's
+    root), from their logged-in browser page: whether it ran, and what it printed (or why not)."""
+    ran, text = page.evaluate(_KERNEL, [f"/user/{user}", path, code, seconds])
+    return bool(ran), text

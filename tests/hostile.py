@@ -62,3 +62,7 @@ def pwned(page) -> list[str]:
         if href.lower().lstrip().startswith("javascript:"):
             link.click(force=True, no_wait_after=True)
     return page.evaluate("window.pwned || []")
+
+
+# A page a learner submits beside their notebook and links to from it: run, it marks the page.
+DIAGRAM = f"<!doctype html><title>my diagram</title><script>{_mark('submitted-page')}</script>"

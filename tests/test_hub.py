@@ -32,6 +32,7 @@ Chromium; skipped with the reason where one is missing."""
 from __future__ import annotations
 
 import csv
+import grp
 import importlib.metadata as metadata
 import io
 import json
@@ -41,6 +42,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from urllib.parse import urljoin
 
 import classroom
 import hostile
@@ -48,15 +50,19 @@ import hub_attacks
 import nbformat
 import pytest
 from catalogue import u01
-from classroom import UNIT, in_browser_terminal
+from classroom import UNIT, in_browser_kernel, in_browser_terminal
 from reference import answers, student_notebook
 
+from grader.classroom import hub
 from grader.classroom.exchange import feedback_folder, feedback_page
 from grader.grading.sandbox import FORKED
 from grader.grading.unsandboxed import MESSAGE
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 MISTAKE = u01.MISTAKES[0]   # the dot product normalised into a cosine
+DIAGRAM = "open my diagram"   # ben's relative link to a page he submitted
+LAUNCHED = Path("/tmp/launched-by-a-learners-file")   # what a learner's modules leave, should they run
+TRAITLETS = Path("/tmp/traitlets-of-a-learner")
 OTHER_UNIT = "02_softmax"    # released by the second instructor
 FULL = 5
 
@@ -167,8 +173,12 @@ def test_a_class_releases_submits_grades_and_returns_feedback_through_the_hub(ro
     wrong[MISTAKE.answer] = MISTAKE.code
     hostile_notebook = student_notebook(UNIT, wrong)   # a mistake, and scripts for whoever opens it
     planted = Path(f"/tmp/planted-by-{ben.name}")      # made by its code wherever it runs unsandboxed
-    hostile_notebook.cells[1:1] = [*hostile.cells(), nbformat.v4.new_code_cell(f"open({str(planted)!r}, 'w')")]
+    hostile_notebook.cells[1:1] = [*hostile.cells(), nbformat.v4.new_code_cell(f"open({str(planted)!r}, 'w')"),
+                                   nbformat.v4.new_markdown_cell(f"[{DIAGRAM}](..%2F..%2F..%2Fsubmitted%2F{ben.name}"
+                                                                 f"%2F{UNIT}%2Fdiagram.html)")]
     submission = {ann.name: student_notebook(UNIT), ben.name: hostile_notebook}
+    # beside ben's notebook: a module any kernel started in its folder would run, and a page of his
+    beside = {"ipykernel_launcher.py": hub_attacks.launcher(str(LAUNCHED)), "diagram.html": hostile.DIAGRAM}
     mark = f"pwned-{room.instructor.name}"   # the files the origin attacks would leave in /tmp
 
     subprocess.run(["usermod", "--comment", "Ann Example", ann.name], check=True)   # a full name, as chfn gives
@@ -199,12 +209,17 @@ def test_a_class_releases_submits_grades_and_returns_feedback_through_the_hub(ro
             submit.wait_for(timeout=60_000)
             assert room.learner_notebook(learner).is_file()   # fetched into the learner's home, as theirs
             room.give(learner, room.learner_notebook(learner), nbformat.writes(submission[learner.name]))
+            for name, text in beside.items() if learner is ben else ():
+                room.give(learner, room.learner_notebook(learner).parent / name, text)
             submit.click()
             page.locator("#submitted_assignments_list .list_item", has_text=UNIT).wait_for(timeout=60_000)
 
         # From a learner's terminal: neither the answers nor the other's work, nor the exchange.
         inbound = room.exchange / "attention-course" / "inbound"
         [ann_submission] = inbound.glob(f"{ann.name}+{UNIT}+*")
+        team = grp.getgrnam(hub.INSTRUCTORS).gr_gid   # the entry is the learner's and the instructors' alone
+        assert (ann_submission.stat().st_gid, ann_submission.stat().st_mode & 0o777) == (team, 0o770)
+        assert {path.stat().st_mode & 0o777 for path in ann_submission.iterdir()} == {0o640}
         clone, course = room.clone, room.course
         source = f"solutions/{UNIT}/{UNIT}"
         _refused(pages[ben.name], ben, [
@@ -213,6 +228,8 @@ def test_a_class_releases_submits_grades_and_returns_feedback_through_the_hub(ro
             f"cat {course}/{source}.ipynb", f"ls {course}", f"cat {course}/nbgrader_config.py",
             f"cat {room.learner_notebook(ann)}", f"ls {ann.home}", f"ls {inbound}",
             f"cat {ann_submission}/{UNIT}.ipynb", f"cat {room.state}/hub/jupyterhub.sqlite",
+            f"ls {ann_submission}", f"cat {ann_submission}/submission_secret.txt",   # knowing the entry's name
+            f"mv -f {ann_submission}/timestamp.txt {ann_submission}/{UNIT}.ipynb",
             *_exchange_attempts(room)])
         answer = next(line.strip() for line in (clone / f"{source}.py").read_text().split("### BEGIN SOLUTION")[4]
                       .splitlines() if line.strip())   # the last exercise's answer, a line no other code has
@@ -229,15 +246,19 @@ def test_a_class_releases_submits_grades_and_returns_feedback_through_the_hub(ro
             typed = in_browser_terminal(pages[cat.name], cat.name, attack)
             assert typed.status == 0, f"{attack}\n{typed.output[-2000:]}"
         _origin_attacks(url, room, teacher, pages, mark)
+        _eavesdrop(room, teacher, pages)
 
         # The instructor, in their terminal: collect, grade as themselves (not root) in the sandbox,
         # release the feedback and export the grades, each as docs/instructors.md writes it.
         collected = _as_documented(teacher, room, collect)
         for refused in (f"claims to be {ann.name}'s but belongs to {cat.name}", "'not-a-date' is not a time",
-                        f"{UNIT}.ipynb: a symbolic link", "data.bin: a symbolic link"):
-            assert refused in collected, collected[-3000:]
+                        f"{UNIT}.ipynb: a symbolic link", "data.bin: a symbolic link", "folders nested deeper than",
+                        "longer than 1024 characters", "sparse40.bin: larger than the limit", "\\x1b[2K"):
+            assert refused in collected, (refused, collected[-3000:])
         taken = room.course / "submitted" / cat.name / UNIT
-        assert sorted(path.name for path in taken.iterdir()) == ["timestamp.txt"]   # nothing of the links
+        assert [path.name for path in taken.rglob("*") if path.is_file()] == ["timestamp.txt"]   # nothing of the links
+        assert not (taken / "timestamp.txt").read_text().startswith(hub_attacks.LATER[:4])   # not the name's time
+        assert (room.course / "submitted" / ben.name / UNIT / "ipykernel_launcher.py").is_file()   # his, collected
 
         # A second instructor joins the teaching team while the hub runs, grades what the first
         # collected, into the one gradebook, and releases a unit the first did not.
@@ -260,7 +281,8 @@ def test_a_class_releases_submits_grades_and_returns_feedback_through_the_hub(ro
         folder = feedback_folder(str(room.exchange), "attention-course", ann.name)
         ann_page = feedback_page(folder, (ann_submission / "submission_secret.txt").read_text(), UNIT)
         assert Path(ann_page).is_file()
-        _refused(pages[ben.name], ben, [f"ls {Path(folder).parent}", f"ls {folder}", f"cat {ann_page}"])
+        _refused(pages[ben.name], ben, [f"ls {Path(folder).parent}", f"ls {folder}", f"cat {ann_page}",
+                                        f"printf fake > {folder}/.b", f"rm -f {ann_page}"])
         _as_documented(teacher, room, export)
         canvas = {row["SIS Login ID"]: row
                   for row in csv.DictReader(io.StringIO((room.course / "canvas.csv").read_text()))}
@@ -322,6 +344,7 @@ def test_a_class_releases_submits_grades_and_returns_feedback_through_the_hub(ro
         rows = {row[column]: row for row in csv.DictReader(io.StringIO((room.course / "lms.csv").read_text()))}
         assert float(rows[ann.name][UNIT]) == FULL and float(rows[ben.name][UNIT]) == FULL - 1
     assert not planted.exists() and not list(Path("/tmp").glob(f"{mark}-*"))
+    assert not list(Path("/tmp").glob(f"{LAUNCHED.name}*")) and not list(Path("/tmp").glob(f"{TRAITLETS.name}*"))
     with capsys.disabled():
         print(f"\nthe class on JupyterHub, end to end: {time.monotonic() - started:.0f} s", file=sys.stderr)
 
@@ -385,7 +408,7 @@ def _origin_attacks(url: str, room, teacher, pages, mark: str) -> None:
     ann, ben, _ = room.learners
     page = hub_attacks.served_page([(room.instructor.name, "1"), (ben.name, "1")], mark)
     for path, text in (("~/.jupyter/jupyter_server_config.py", hub_attacks.user_config_serving(page)),
-                       ("~/notes.html", page)):
+                       ("~/notes.html", page), ("~/traitlets.py", hub_attacks.traitlets(str(TRAITLETS)))):
         typed = in_browser_terminal(pages[ann.name], ann.name, hub_attacks.write_file(path, text))
         assert typed.status == 0, typed.output[-2000:]
     home = pages[ann.name]   # ann restarts her server from the hub's home page, so that it reads her config
@@ -394,6 +417,7 @@ def _origin_attacks(url: str, room, teacher, pages, mark: str) -> None:
     home.locator("#stop").wait_for(state="hidden", timeout=60_000)
     home.goto(f"{url}/hub/spawn/{ann.name}")   # what the page's Start button, then Launch, open
     home.wait_for_selector(".jp-LabShell", timeout=120_000)
+    assert not list(Path("/tmp").glob(f"{TRAITLETS.name}*"))   # the server never loaded ann's module
 
     for visitor in (teacher, pages[ben.name]):   # each follows ann's links
         visit = visitor.context.new_page()
@@ -418,6 +442,17 @@ def _instructor_views(url: str, room, teacher, ben, planted: Path) -> None:
     view.locator("tr", has_text=ben.name).locator("a").first.click()
     view.get_by_text("A note for the grader.").wait_for(timeout=60_000)   # the submission, rendered
     assert hostile.pwned(view) == []
+    assert view.evaluate("typeof jQuery === 'function' && typeof submission_id === 'string'")   # its own scripts ran
+    policy = view.request.get(view.url).headers["content-security-policy"]
+    assert "'nonce-" in policy and "unsafe-inline" not in policy.split("script-src")[1].split(";")[0], policy
+    # ben's relative link to his own page, as a click would follow it: not served
+    link = view.locator("a", has_text=DIAGRAM)
+    answer = view.request.get(urljoin(view.url, link.get_attribute("href")))
+    assert answer.status == 404 and b"<script" not in answer.body(), answer.status
+    # a file of the submission's own folder is served inert: text, in a sandbox
+    inside = view.request.get(urljoin(view.url, f"{UNIT}.ipynb"))
+    assert inside.headers["content-security-policy"].startswith("sandbox"), inside.headers
+    assert inside.headers["content-type"].startswith("text/plain"), inside.headers
     view.close()
 
     lab = teacher.context.new_page()
@@ -425,9 +460,47 @@ def _instructor_views(url: str, room, teacher, ben, planted: Path) -> None:
     lab.goto(f"{url}/user/{room.instructor.name}/files/{page.relative_to(room.course).as_posix()}")
     assert hostile.pwned(lab) == []
     submitted = f"submitted/{ben.name}/{UNIT}/{UNIT}.ipynb"   # an instructor's JupyterLab opens in the course folder
+    # No kernel starts for it (ben's ipykernel_launcher.py beside it would run as the instructor):
+    # as JupyterLab asks for one, and when it is opened.
+    ran, why = in_browser_kernel(lab, room.instructor.name, submitted, "print('ran')")
+    assert not ran and "no kernel starts" in why, why
     lab.goto(f"{url}/user/{room.instructor.name}/lab/tree/{submitted}")
+    refusal = lab.locator(".jp-Dialog", has_text="no kernel starts")
+    refusal.wait_for(timeout=120_000)
+    refusal.locator("button").last.click()
     lab.locator(".jp-NotebookPanel-toolbar .validate-button").click(timeout=120_000)
     dialog = lab.locator(".jp-Dialog", has_text="Validate runs only the course's own notebooks")
     dialog.wait_for(timeout=120_000)
-    assert not planted.exists()
+    assert not planted.exists() and not list(Path("/tmp").glob(f"{LAUNCHED.name}*"))
     lab.close()
+
+
+def _eavesdrop(room, teacher, pages) -> None:
+    """ben listens to every kernel port and socket he can reach while the instructor runs the
+    solution notebook's kind of cell and ann runs one of hers: he hears his own TCP kernel (the
+    control), and nothing of theirs, whose kernels speak over Unix sockets in private folders."""
+    ann, ben, _ = room.learners
+    heard = ben.home / "heard.json"
+    listen = in_browser_terminal(pages[ben.name], ben.name, hub_attacks.write_file("~/listen.py", hub_attacks.EAVESDROP)
+                                 + f" && (setsid nohup python ~/listen.py 40 {heard} > ~/listen.log 2>&1 &)")
+    assert listen.status == 0, listen.output[-2000:]
+    _wait_for(Path(f"{heard}.ready"), 120, ben.home / "listen.log")
+    said = {}
+    for page, user, path, word in ((teacher, room.instructor.name, f"solutions/{UNIT}/{UNIT}.ipynb", "ANSWER"),
+                                   (pages[ann.name], ann.name, "notes.ipynb", "WORK")):
+        ran, printed = in_browser_kernel(page, user, path, f"import time\nfor i in range(4):\n    print('{word}-'"
+                                         " + 'SECRET', i)\n    time.sleep(0.5)")
+        assert ran and f"{word}-SECRET 3" in printed, printed
+        said[user] = word
+    _wait_for(heard, 120, ben.home / "listen.log")
+    caught = json.loads(heard.read_text())
+    text = "\n".join(caught["heard"])
+    assert "CONTROL-HEARD" in text, caught   # the listening works: a TCP kernel is heard
+    assert caught["ports"] > 0 and not [word for word in said.values() if f"{word}-SECRET" in text], caught
+
+
+def _wait_for(path: Path, seconds: float, log: Path) -> None:
+    deadline = time.monotonic() + seconds
+    while not path.exists():
+        assert time.monotonic() < deadline, log.read_text(errors="replace")[-3000:] if log.exists() else "no log"
+        time.sleep(0.5)
