@@ -292,8 +292,11 @@ _KERNEL = """async ([base, path, code, seconds]) => {
       body: JSON.stringify({path, name: path.split("/").pop(), type: "notebook", kernel: {name: "python3"}})});
   if (!made.ok) return [false, `${made.status} ${await made.text()}`];
   const session = await made.json();
-  const lab = await (await fetch(`${base}/lab`, {credentials: "same-origin"})).text();
-  const config = new DOMParser().parseFromString(lab, "text/html").getElementById("jupyter-config-data").textContent;
+  let config = document.getElementById("jupyter-config-data")?.textContent;
+  if (!config || !location.pathname.startsWith(base + "/")) {   // not JupyterLab's page: read it
+    const lab = await (await fetch(`${base}/lab`, {credentials: "same-origin"})).text();
+    config = new DOMParser().parseFromString(lab, "text/html").getElementById("jupyter-config-data").textContent;
+  }
   const token = encodeURIComponent(JSON.parse(config).token || "");
   const scheme = location.protocol === "https:" ? "wss" : "ws";
   const socket = new WebSocket(`${scheme}://${location.host}${base}/api/kernels/${session.kernel.id}/channels` +

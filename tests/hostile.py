@@ -66,3 +66,14 @@ def pwned(page) -> list[str]:
 
 # A page a learner submits beside their notebook and links to from it: run, it marks the page.
 DIAGRAM = f"<!doctype html><title>my diagram</title><script>{_mark('submitted-page')}</script>"
+
+
+PASTED = "my pasted drawing"
+
+
+def pasted_image():
+    """A markdown cell with an image pasted into it, as JupyterLab makes one (not an attack: it
+    once broke the graded copy, Formgrader's page and the feedback)."""
+    cell = nbformat.v4.new_markdown_cell(f"![{PASTED}](attachment:drawing.png)")
+    cell.attachments = {"drawing.png": {"image/png": PNG}}
+    return cell

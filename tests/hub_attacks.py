@@ -166,6 +166,7 @@ ports, files = listening_ports(), socket_files()
 for address in [f"tcp://127.0.0.1:{port}" for port in ports] + [f"ipc://{path}" for path in files]:
     listener = context.socket(zmq.SUB)
     listener.setsockopt(zmq.LINGER, 0)
+    listener.setsockopt(zmq.RECONNECT_IVL, -1)   # one try a port: a web server's port is not flooded
     listener.setsockopt(zmq.SUBSCRIBE, b"")
     listener.connect(address)
     listeners.append(listener)

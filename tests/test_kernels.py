@@ -103,3 +103,33 @@ def test_kernels_speak_over_unix_sockets_in_a_private_folder(course_folder, tmp_
     assert info["transport"] == "ipc"
     runtime = Path(os.environ["JUPYTER_RUNTIME_DIR"])
     assert Path(info["ip"]).parent == runtime and stat.S_IMODE(runtime.stat().st_mode) == 0o700
+
+
+def test_a_hub_kernel_imports_a_learners_own_module_but_never_in_place_of_a_real_one(tmp_path, monkeypatch):
+    """A kernel of the hub's servers (PYTHONSAFEPATH=1, ClassKernels) imports `helpers.py` beside
+    the notebook, and `json` is still the standard library's."""
+    (tmp_path / "notes").mkdir()
+    (tmp_path / "notes" / "helpers.py").write_text("ANSWER = 42\n")
+    (tmp_path / "notes" / "json.py").write_text("raise SystemExit('the planted json ran')\n")
+    runtime = Path(tempfile.mkdtemp(prefix="rt-"))
+    monkeypatch.setenv("JUPYTER_RUNTIME_DIR", str(runtime))
+    monkeypatch.setenv("PYTHONSAFEPATH", "1")
+
+    async def run() -> str:
+        manager = kernels.ClassKernels(root_dir=str(tmp_path))
+        kernel = await manager.start_kernel(path="notes")
+        seen: list[str] = []
+        try:
+            client = manager.get_kernel(kernel).client()
+            client.start_channels()
+            await client.wait_for_ready(timeout=60)
+            await client.execute_interactive("import helpers, json; print(helpers.ANSWER, json.__file__)", timeout=60,
+                                             output_hook=lambda msg: seen.append(msg["content"].get("text", "")))
+            client.stop_channels()
+        finally:
+            await manager.shutdown_kernel(kernel, now=True)
+            shutil.rmtree(runtime, ignore_errors=True)
+        return "".join(seen)
+
+    printed = asyncio.run(run())
+    assert printed.startswith("42 ") and str(tmp_path) not in printed, printed

@@ -241,10 +241,12 @@ def _same(one: str, other: str) -> bool:
 
 class Submit(_EnterableRoot, default.ExchangeSubmit):
     """nbgrader's submit, its entry private to the learner and the instructors: nbgrader makes it
-    777 with files 644, so that whoever learns its name (submit prints it on the learner's screen)
-    could copy the work or rename the files inside. Here the entry and its folders are 770, its
-    files 640, in the instructors' group, which the setgid inbound/ gives them: the instructors
-    read and may remove it, nobody else can even list it."""
+    777, so that whoever learns its name (submit prints it on the learner's screen) could copy the
+    work or rename the files inside. Here the entry and its folders are 770 in the instructors'
+    group, which the setgid inbound/ gives them: the instructors enter, read and may remove it,
+    nobody else can enter it at all. Its files stay 644: the folders are what close them (the
+    files nbgrader writes last, its time and secret, are in the learner's own group, which a
+    learner cannot change to one they are not in)."""
 
     def set_perms(self, dest, fileperms, dirperms):
         super().set_perms(dest, fileperms=ENTRY_FILE, dirperms=ENTRY_FOLDER)
@@ -254,7 +256,7 @@ class Submit(_EnterableRoot, default.ExchangeSubmit):
         os.chmod(os.path.join(self.inbound_path, self.assignment_filename), ENTRY_FOLDER)   # nbgrader's 777 undone
 
 
-ENTRY_FOLDER, ENTRY_FILE = 0o770, 0o640
+ENTRY_FOLDER, ENTRY_FILE = 0o770, 0o644
 FEEDBACK_FOLDER = 0o2770
 
 

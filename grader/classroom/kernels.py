@@ -7,7 +7,7 @@ cell an instructor runs (the solution notebook's answers) and every output. Here
 that a server of the hub starts (JupyterLab's, and nbgrader's Validate) listens on Unix sockets
 in its owner's Jupyter runtime folder instead, mode 700 in a private home: nobody else can even
 reach them (`ipc`). hub/learner/jupyter_server_config.py and hub/learner/nbgrader_config.py name
-them for every server; `transport()` is what both set.
+them for every server.
 
 An instructor's server starts no kernel in a folder a learner wrote: collected submissions, the
 graded copies, the exchange. A learner's file there (`ipykernel_launcher.py` beside the notebook)
@@ -16,7 +16,7 @@ holds; such notebooks are graded by `python -m grader grade`, in the sandbox. `I
 refuses them in the server's kernel manager (JupyterLab), `OnlyCourseKernels` in nbgrader's
 Validate, both before any process starts. Behind them, the hub gives every server
 PYTHONSAFEPATH=1 (grader/classroom/hub.py), so no Python started for the class puts its working
-folder on its import path.
+folder first on its import path (`ClassKernels` puts a notebook's folder last).
 """
 from __future__ import annotations
 
@@ -87,7 +87,25 @@ def refuse_learners_folder(cwd: str | os.PathLike | None, refused: tuple[Path, .
         raise LearnersFolder(where)
 
 
-class InstructorKernels(AsyncMappingKernelManager):
+# Run by each kernel as it starts: its folder last on the import path (see ClassKernels).
+FOLDER_LAST = "import os as _os, sys as _sys; _sys.path.append(_os.getcwd()); del _os, _sys"
+
+
+class ClassKernels(AsyncMappingKernelManager):
+    """Every server's kernels on the hub. PYTHONSAFEPATH=1 keeps the notebook's folder off the
+    import path, where a file named like a module the kernel loads would run in its place; each
+    Python kernel then puts that folder back at the end, after the standard library and the
+    installed packages, which it can never shadow, so that a learner's own helper module beside
+    their notebook still imports."""
+
+    async def start_kernel(self, *, kernel_id: str | None = None, path: str | None = None, **kwargs):
+        if kwargs.get("kernel_name") in (None, "", "python3"):
+            folder_last = f"--IPKernelApp.exec_lines={[FOLDER_LAST]!r}"
+            kwargs["extra_arguments"] = [*kwargs.get("extra_arguments", []), folder_last]
+        return await super().start_kernel(kernel_id=kernel_id, path=path, **kwargs)
+
+
+class InstructorKernels(ClassKernels):
     """An instructor's server: no kernel in a learner's folder (see the module); the notebook
     still opens, to be read, with JupyterLab's "Error Starting Kernel" saying why and what to run."""
 

@@ -83,12 +83,13 @@ def _one_per_unit(student: str, unit: str | None, unit_dir: Path, notebooks: lis
                      f"({', '.join(course.units())}): nbgrader's layout is submitted/<student>/<unit>/")
     elif any(p.is_symlink() for p in (unit_dir.parent, unit_dir, path)) or \
             not path.resolve().is_relative_to(top.resolve()):
-        rejection = f"{path.relative_to(top)} is a symbolic link or lies in one: links are not graded"
+        rejection = f"{str(path.relative_to(top))!r} is a symbolic link or lies in one: links are not graded"
     elif path != named and others:
         rejection = (f"{len(notebooks)} notebooks and none named {unit}.ipynb: cannot tell which one to grade; "
                      f"keep one, named {unit}.ipynb")
     elif path != named:
-        notes = (f"the notebook is named {path.name}, not {unit}.ipynb; it was graded as {unit}",)
+        # a learner's name, shown as repr() shows it: no terminal escape reaches the instructor's screen
+        notes = (f"the notebook is named {path.name!r}, not {unit}.ipynb; it was graded as {unit}",)
     return Submission(student, unit, path, rejection, notes)
 
 
