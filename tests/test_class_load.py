@@ -1,7 +1,8 @@
 """A class of 20 under load: twenty learners, each a real Unix account, submit unit 01 at once
 through nbgrader's exchange (the command line, in parallel); `nbgrader collect` gets all
 twenty, none lost, none mixed up, each with the time the system saw its entry made (just after
-its learner submitted); the instructor grades the class with 2 workers, as their own account, and the gradebook keeps each time.
+its learner submitted); the instructor grades the class with 2 workers, as their own account,
+and the gradebook keeps each time.
 The instructor releases the feedback while one learner watches for another's, knowing the name
 of its page: that learner can neither list, watch nor read it, nor anything in the exchange's
 feedback/; then all twenty fetch at once, and each gets their own page and nobody else's, with
