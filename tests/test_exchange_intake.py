@@ -54,6 +54,18 @@ def _notebook(text: str) -> str:
     return nbformat.writes(nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell(text)]))
 
 
+def _course_folder(tmp_path: Path, exchange: Path, more: str = "") -> Path:
+    """An instructor's course folder whose nbgrader settings are the class hub's, on `exchange`."""
+    folder = tmp_path / "course"
+    folder.mkdir()
+    (folder / "nbgrader_config.py").write_text(
+        "c = get_config()  # noqa: F821\n"
+        f"load_subconfig({str(hub.HUB / 'learner' / 'nbgrader_config.py')!r})  # noqa: F821\n"
+        f"c.CourseDirectory.root = {str(folder)!r}\n"
+        f"c.Exchange.root = {str(exchange)!r}\n" + more)
+    return folder
+
+
 def _made(entry: Path) -> str:
     """When the system saw `entry` made, as collect writes it into timestamp.txt."""
     return datetime.fromtimestamp(entry.stat().st_ctime, UTC).strftime("%Y-%m-%d %H:%M:%S.%f UTC")
@@ -69,14 +81,7 @@ def test_collect_takes_only_what_each_learner_made_and_goes_on_for_everyone_else
     inbound.mkdir(parents=True)
     answers = tmp_path / "solutions.ipynb"   # stands for the instructor's answers, readable by the collector
     answers.write_text(_notebook("THE ANSWERS"))
-    folder = tmp_path / "course"
-    folder.mkdir()
-    (folder / "nbgrader_config.py").write_text(
-        "c = get_config()  # noqa: F821\n"
-        f"load_subconfig({str(hub.HUB / 'learner' / 'nbgrader_config.py')!r})  # noqa: F821\n"
-        f"c.CourseDirectory.root = {str(folder)!r}\n"
-        f"c.Exchange.root = {str(exchange)!r}\n"
-        "c.CourseDirectory.max_file_size = 100   # kB\n")
+    folder = _course_folder(tmp_path, exchange, "c.CourseDirectory.max_file_size = 100   # kB\n")
 
     _entry(inbound, "daemon", "daemon", EARLY)                        # an honest learner
     theirs = _entry(inbound, "nobody", "nobody", EARLY)               # another, whom daemon impersonates later
@@ -159,13 +164,7 @@ def test_release_gives_each_learner_their_page_whatever_one_submission_holds(tmp
     exchange = tmp_path / "exchange"
     course_folder = exchange / course.COURSE_ID
     (course_folder / "feedback").mkdir(parents=True)
-    folder = tmp_path / "course"
-    folder.mkdir()
-    (folder / "nbgrader_config.py").write_text(
-        "c = get_config()  # noqa: F821\n"
-        f"load_subconfig({str(hub.HUB / 'learner' / 'nbgrader_config.py')!r})  # noqa: F821\n"
-        f"c.CourseDirectory.root = {str(folder)!r}\n"
-        f"c.Exchange.root = {str(exchange)!r}\n")
+    folder = _course_folder(tmp_path, exchange)
     secrets = {"daemon": b"ab" * 64, "games": b"\xff\xfe not text", "lp": None, "nobody": b"cd" * 64}
     for student, secret in secrets.items():
         graded = folder / "feedback" / student / UNIT
