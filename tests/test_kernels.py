@@ -133,3 +133,26 @@ def test_a_hub_kernel_imports_a_learners_own_module_but_never_in_place_of_a_real
 
     printed = asyncio.run(run())
     assert printed.startswith("42 ") and str(tmp_path) not in printed, printed
+
+
+def test_a_long_runtime_folder_puts_the_sockets_in_a_private_folder_of_the_owner(tmp_path, monkeypatch):
+    """Where the runtime folder's path leaves no room for a socket's name (107 bytes at most), the
+    sockets go to a folder of the owner's own in /tmp, mode 700, removed with the kernel."""
+    deep = tmp_path / ("x" * 60) / "runtime"
+    monkeypatch.setenv("JUPYTER_RUNTIME_DIR", str(deep))
+
+    async def run() -> tuple[str, int]:
+        manager = kernels.PrivateKernelManager()
+        await manager.start_kernel(cwd=str(tmp_path))
+        folder = os.path.dirname(manager.get_connection_info()["ip"])
+        mode = stat.S_IMODE(os.stat(folder).st_mode)
+        client = manager.client()
+        client.start_channels()
+        await client.wait_for_ready(timeout=60)
+        client.stop_channels()
+        await manager.shutdown_kernel(now=True)
+        return folder, mode
+
+    folder, mode = asyncio.run(run())
+    assert folder.startswith(tempfile.gettempdir()) and mode == 0o700
+    assert not os.path.exists(folder)

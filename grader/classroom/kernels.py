@@ -21,6 +21,8 @@ folder first on its import path (`ClassKernels` puts a notebook's folder last).
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 import uuid
 from pathlib import Path
 
@@ -32,6 +34,7 @@ from tornado import web
 from traitlets import Unicode, default
 
 TRANSPORT = "ipc"
+SOCKET_PATH = 107   # bytes of a Unix socket's path, at most (sockaddr_un), its port number appended
 GRADE = "In a terminal:\n  cd ~/attention-course\n  python -m grader grade submitted --course-dir ."
 
 
@@ -54,8 +57,17 @@ class PrivateKernelManager(AsyncKernelManager):
 
     @default("ip")
     def _ip_default(self) -> str:
-        # short: a socket's path holds at most 107 bytes, its port number appended
-        return os.path.join(runtime_folder(), f"k-{uuid.uuid4().hex[:12]}")
+        name = f"k-{uuid.uuid4().hex[:12]}"
+        path = os.path.join(runtime_folder(), name)
+        if len(path.encode()) > SOCKET_PATH - len("-99"):   # a long home: a private folder of the owner's in /tmp
+            self._own_folder = tempfile.mkdtemp(prefix="kernel-")   # mode 700
+            path = os.path.join(self._own_folder, name)
+        return path
+
+    async def _async_cleanup_resources(self, restart: bool = False) -> None:
+        await super()._async_cleanup_resources(restart)
+        if not restart and getattr(self, "_own_folder", None):
+            shutil.rmtree(self._own_folder, ignore_errors=True)
 
 
 class LearnersFolder(web.HTTPError):

@@ -172,6 +172,11 @@ def namespaces_refused(bwrap: str, reason: str, sysctls: Path = Path("/proc/sys"
     return "\n".join(lines)
 
 
+# bubblewrap's options that mount nothing (`confinement`'s, before its first mount).
+_OPTIONS = frozenset({"--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
+                      "--die-with-parent", "--new-session", "--cap-drop", "--unshare-user", "--uid", "--gid"})
+
+
 def _drop_to(uid: int) -> list[str]:
     """Become `uid` inside the sandbox once its mounts are made, with no capabilities left."""
     return ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--inh-caps=-all",
@@ -381,6 +386,7 @@ def warm_up() -> template.Template | None:
             os.chown(path, sandbox_uid(), sandbox_uid())
     command = list(jail.command)
     command[-1:-1] = [*_parents(jobs, set()), "--bind", str(jobs), str(jobs), "--dir", template.HOLD,
+                      "--dir", template.HOLD_TMP,
                       "--chdir", str(jobs)]
     if jail.drops_user:
         command += _drop_to(sandbox_uid())
@@ -466,10 +472,12 @@ class Sandbox:
                 self.kernel = _cold(str(exc))
         if self.proc is None:
             if prefix:  # the scratch folder, the only writable place, goes before bubblewrap's "--";
-                # /dev/shm lives in it, so that the watchdog's cap on files counts what is written there
-                # /tmp first: the scratch folder's own path is then made inside it, where it usually is
-                prefix[-1:-1] = ["--bind", str(tmp), "/tmp", *_parents(self.workdir, set()),
-                                 "--bind", str(self.workdir), str(self.workdir),
+                # /dev/shm and /tmp live in it, so that the watchdog's cap on files counts what is written
+                # there. /tmp before anything is mounted: what lies in /tmp (the course, the scratch
+                # folder itself) is then mounted inside it, at its own path.
+                first = next(k for k, arg in enumerate(prefix) if arg.startswith("--") and arg not in _OPTIONS)
+                prefix[first:first] = ["--bind", str(tmp), "/tmp"]
+                prefix[-1:-1] = [*_parents(self.workdir, set()), "--bind", str(self.workdir), str(self.workdir),
                                  "--bind", str(shm), "/dev/shm", "--chdir", str(self.workdir)]
             command = prefix + suffix + [sys.executable, "-m", "grader.grading.runner", *argv]
             self.proc = subprocess.Popen(command, cwd=self.workdir, env=_environment(self.workdir),

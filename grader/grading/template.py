@@ -54,6 +54,7 @@ from pathlib import Path
 
 STARTUP_FAILED = 75   # as the runner's: nothing of the learner's ran
 HOLD = "/job"         # a mount point the sandbox has, where a job's folder waits while the others are hidden
+HOLD_TMP = "/job-tmp"   # another, where the sandbox's /tmp waits while the job's own takes its place
 # What the template imports: every unit's kernel needs these, and the runner's own; the kernel
 # imports its debugger (debugpy, 0.1-0.3 s of CPU) as it starts.
 MODULES = ("numpy", "torch", "torch.nn", "torch.nn.functional", "matplotlib.pyplot", "scipy.special",
@@ -247,6 +248,7 @@ def _host_pid(root: int, inner: int) -> int | None:
 
 _libc = ctypes.CDLL(None, use_errno=True)
 CLONE_NEWNS, CLONE_NEWIPC, CLONE_NEWUSER, CLONE_NEWPID = 0x20000, 0x8000000, 0x10000000, 0x20000000
+MNT_DETACH = 2
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT, MS_BIND, MS_MOVE, MS_REC, MS_PRIVATE = \
     1, 2, 4, 8, 32, 4096, 8192, 0x4000, 1 << 18
 PR_SET_PDEATHSIG, PR_SET_DUMPABLE, PR_CAPBSET_DROP, PR_SET_NO_NEW_PRIVS = 1, 4, 24, 38
@@ -293,14 +295,12 @@ def _enter_namespaces() -> None:
 
 def _own_folder(jobs: Path, workdir: Path) -> None:
     """Hide every job folder behind an empty tmpfs, except `workdir`, at its own path; its .shm as
-    /dev/shm and its .tmp as /tmp. So what the notebook writes in either lands in its own folder,
-    which the watchdog counts against its limit on files and which goes when the job ends; no
-    later notebook on this template sees it (the template's own /tmp is never the job's)."""
+    /dev/shm and its .tmp as /tmp (`_own_tmp`)."""
     if workdir.parent != jobs:
         raise ValueError(f"{workdir} is not a job folder of {jobs}")
     _mount(str(workdir), HOLD, None, MS_BIND | MS_REC)
     if (Path(HOLD) / ".tmp").is_dir():
-        _mount(str(Path(HOLD) / ".tmp"), "/tmp", None, MS_BIND)
+        _own_tmp(Path(HOLD) / ".tmp", jobs)
     if jobs.is_dir():   # every other job's folder behind an empty tmpfs, with nothing beside it to write
         _mount("tmpfs", str(jobs), "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=64k")
         workdir.mkdir()
@@ -310,6 +310,31 @@ def _own_folder(jobs: Path, workdir: Path) -> None:
     _mount(HOLD, str(workdir), None, MS_MOVE)
     if (workdir / ".shm").is_dir():
         _mount(str(workdir / ".shm"), "/dev/shm", None, MS_BIND)
+
+
+def _own_tmp(tmp: Path, jobs: Path) -> None:
+    """The job's folder `tmp` as /tmp: what the notebook writes there lands in its own folder, which
+    the watchdog counts against its limit on files and which goes when the job ends; no later
+    notebook on this template sees it. What the sandbox mounts below /tmp (the course's package or
+    its Python, where they lie in /tmp) is put back at its place, read-only as it was; the jobs'
+    folder is not."""
+    kept = []
+    for mounted in sorted(_mount_points(), key=len):
+        inside = mounted.startswith("/tmp/") and not Path(mounted).is_relative_to(jobs)
+        if inside and not any(Path(mounted).is_relative_to(top) for top in kept):
+            kept.append(mounted)
+    _mount("/tmp", HOLD_TMP, None, MS_BIND | MS_REC)
+    _mount(str(tmp), "/tmp", None, MS_BIND)
+    for mounted in kept:
+        Path(mounted).mkdir(parents=True, exist_ok=True)
+        _mount(HOLD_TMP + mounted[len("/tmp"):], mounted, None, MS_BIND | MS_REC)
+    _check(_libc.umount2(HOLD_TMP.encode(), MNT_DETACH), f"umount {HOLD_TMP}")   # the other jobs, out of reach
+
+
+def _mount_points() -> list[str]:
+    """Where something is mounted in this mount namespace (/proc/self/mountinfo's fifth field)."""
+    with open("/proc/self/mountinfo") as table:
+        return [line.split()[4].encode().decode("unicode_escape") for line in table]
 
 
 def apply_rlimits(wanted: list[tuple[int, int]]) -> None:
