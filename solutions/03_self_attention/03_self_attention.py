@@ -284,8 +284,11 @@ SEED_WV = torch.tensor([[0, 2, 0], [0, 3, 0], [1, 0, 3], [1, 1, 0]])
 
 def numpy_attention_examples():
     weights = {"w_query": SEED_WQ.clone(), "w_key": SEED_WK.clone(), "w_value": SEED_WV.clone()}
+    wider_values = torch.cat([SEED_WV, torch.tensor([[1, 0], [0, 1], [1, 1], [0, 0]])], dim=1)   # d_v = 5
     return [Case("the worked example: 3 words, d_in=4, d_k=d_v=3", x=SEED_X.clone(), **weights),
-            Case("the worked example with a fourth word", x=SEED_X4.clone(), **weights)]
+            Case("the worked example with a fourth word", x=SEED_X4.clone(), **weights),
+            Case("its first two words, values of width 5: T=2, d_in=4, d_k=3, d_v=5", x=SEED_X[:2].clone(),
+                 w_query=SEED_WQ.clone(), w_key=SEED_WK.clone(), w_value=wider_values)]
 
 
 def numpy_attention_case(g, t, d_in, d_k, d_v, scale=1.0):

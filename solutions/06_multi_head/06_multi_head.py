@@ -692,7 +692,9 @@ def mha_case(g, x, d_out, num_heads, dropout=0.0, qkv_bias=False, context_length
 def mha_examples():
     g = torch.Generator().manual_seed(6)
     return [mha_case(g, torch.stack([JOURNEY, JOURNEY]), d_out=4, num_heads=2,
-                     label="the journey batch (2, 6, 3), d_out=4, 2 heads, context_length 8")]
+                     label="the journey batch (2, 6, 3), d_out=4, 2 heads, context_length 8"),
+            mha_case(g, torch.stack([JOURNEY, JOURNEY]), d_out=6, num_heads=2,
+                     label="the journey batch, d_out=6, 2 heads of 3 features (num_heads ≠ head_dim)")]
 
 
 def mha_cases(g):
@@ -775,6 +777,11 @@ def mha_mistakes(x, d_out, num_heads, state):
 
     yield Mistake("you scaled the scores by √d_out; each head's dot product sums only head_dim terms, so scale by "
                   "√head_dim", output(scale_dim=d_out))
+    head_dim = d_out // num_heads
+    if head_dim != num_heads:   # split into head_dim heads of num_heads features each
+        yield Mistake("you split the features into head_dim heads of num_heads features each: split_heads (and the "
+                      "view) take num_heads, the number of heads; each head gets head_dim features",
+                      mha_parts(x, state, head_dim, scale_dim=head_dim)["output"])
     yield Mistake("out_proj is not applied: the merged heads must go through the output projection",
                   mha_parts(x, state, num_heads)["context"])
     yield Mistake("the keys were made with W_query: the keys come from W_key (and the values from W_value)",
@@ -1444,7 +1451,8 @@ from grader.spec import Case, Exact, Mistake, Spec, run
 
 def count_examples():
     return [Case("d_in=3, d_out=6, 2 heads", d_in=3, d_out=6, num_heads=2),
-            Case("GPT-2 small: 768, 768, 12 heads, qkv_bias=True", d_in=768, d_out=768, num_heads=12, qkv_bias=True)]
+            Case("GPT-2 small: 768, 768, 12 heads, qkv_bias=True", d_in=768, d_out=768, num_heads=12, qkv_bias=True),
+            Case("d_in=3, d_out=5, 2 heads (5 is not divisible by 2)", d_in=3, d_out=5, num_heads=2)]
 
 
 def count_cases(g):

@@ -79,7 +79,7 @@ def attention_numpy(x, w_query, w_key, w_value):
     Q, K, V = x @ w_query, x @ w_key, x @ w_value
     weights = softmax(Q @ K.T / np.sqrt(V.shape[1]), axis=-1)
     return weights, weights @ V
-""", "the width of the values", selfcheck=False),
+""", "the width of the values"),
     Mistake("sqrt(d_k) rounded to the nearest integer", N, """
 def attention_numpy(x, w_query, w_key, w_value):
     Q, K, V = x @ w_query, x @ w_key, x @ w_value

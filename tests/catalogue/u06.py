@@ -188,6 +188,9 @@ def merge_heads(x):
 """, "did not flatten"),
 
     # --- Exercise 3: MultiHeadAttention -------------------------------------------------------
+    Mistake("split into head_dim heads of num_heads features", M, _forward(
+        "view(B, T, self.num_heads, self.head_dim)", "view(B, T, self.head_dim, self.num_heads)"),
+        "split the features into head_dim heads of num_heads features each"),
     Mistake("scaled by sqrt(d_out)", M, _forward("math.sqrt(self.head_dim)", "math.sqrt(self.d_out)"),
             "scale by √head_dim"),
     Mistake("keys made with the query projection", M, _forward(
@@ -338,7 +341,7 @@ def mha_param_count(d_in, d_out, num_heads, qkv_bias=False):
     Mistake("no ValueError in the count", P, """
 def mha_param_count(d_in, d_out, num_heads, qkv_bias=False):
     return 3 * (d_in * d_out + (d_out if qkv_bias else 0)) + d_out * d_out + d_out
-""", "raise a ValueError, as the module does", selfcheck=False),
+""", "raise a ValueError, as the module does"),
     Mistake("out_proj counted as d_in x d_out", P, """
 def mha_param_count(d_in, d_out, num_heads, qkv_bias=False):
     if d_out % num_heads:
