@@ -1265,26 +1265,29 @@ def tomha_examples():
     g = torch.Generator().manual_seed(6)
     return [Case("x (2, 5, 6), embed_dim 6, 3 heads, qkv_bias=True, context_length 8" + TOMHA_PARTS,
                  x=torch.randn(2, 5, 6, generator=g), context_length=8, num_heads=3, qkv_bias=True,
-                 state=tomha_state(g, 6, True), dropout=TOMHA_DROPOUT)]
+                 state=tomha_state(g, 6, True), dropout=TOMHA_DROPOUT),
+            tomha_case(g, (1, 3, 4), num_heads=2, context_length=4, dtype="float64")]
 
 
-def tomha_case(g, shape, num_heads, context_length, qkv_bias=False):
+def tomha_case(g, shape, num_heads, context_length, qkv_bias=False, dtype="float32"):
     return Case(f"x {shape}, embed_dim {shape[-1]}, {num_heads} heads, context_length={context_length}, "
-                f"qkv_bias={qkv_bias}" + TOMHA_PARTS, x=torch.randn(*shape, generator=g), context_length=context_length,
-                num_heads=num_heads, qkv_bias=qkv_bias, state=tomha_state(g, shape[-1], qkv_bias),
-                dropout=TOMHA_DROPOUT)
+                f"qkv_bias={qkv_bias}" + ("" if dtype == "float32" else f", the module in {dtype}") + TOMHA_PARTS,
+                x=torch.randn(*shape, generator=g), context_length=context_length, num_heads=num_heads,
+                qkv_bias=qkv_bias, state=tomha_state(g, shape[-1], qkv_bias), dropout=TOMHA_DROPOUT, dtype=dtype)
 
 
 def tomha_cases(g):
     return [tomha_case(g, (1, 1, 4), num_heads=2, context_length=3),
             tomha_case(g, (3, 5, 6), num_heads=2, context_length=7),
             tomha_case(g, (2, 6, 8), num_heads=4, context_length=6, qkv_bias=True),
-            tomha_case(g, (1, 4, 6), num_heads=3, context_length=9)]
+            tomha_case(g, (1, 4, 6), num_heads=3, context_length=9),
+            tomha_case(g, (2, 3, 4), num_heads=2, context_length=5, qkv_bias=True, dtype="float64")]
 
 
-def call_to_torch_mha(x, context_length, num_heads, qkv_bias, state, dropout):
+def call_to_torch_mha(x, context_length, num_heads, qkv_bias, state, dropout, dtype="float32"):
     mha = build(MultiHeadAttention, state, x.shape[-1], x.shape[-1], context_length, dropout, num_heads,
                 qkv_bias=qkv_bias, train=True)  # the copy must come out in eval() mode all the same
+    mha, x = mha.to(getattr(torch, dtype)), x.to(getattr(torch, dtype))
     try:
         torch_mha = to_torch_mha(mha)
     except TypeError as exc:
@@ -1294,6 +1297,10 @@ def call_to_torch_mha(x, context_length, num_heads, qkv_bias, state, dropout):
         raise
     if not isinstance(torch_mha, nn.MultiheadAttention):
         raise TypeError(f"to_torch_mha returned {type(torch_mha).__name__}, not an nn.MultiheadAttention")
+    if torch_mha.in_proj_weight.dtype != x.dtype:
+        raise NotAsAsked(f"the nn.MultiheadAttention you return is in {torch_mha.in_proj_weight.dtype}, your module in "
+                         f"{x.dtype}: build it with the module's dtype and device (dtype=, device= from "
+                         "mha.out_proj.weight)")
     copied, ours = torch_mha.out_proj.weight.detach(), mha.out_proj.weight.detach()
     if copied.shape == ours.shape and not (torch.allclose(copied, ours) or torch.allclose(copied, ours.T)):
         raise NotAsAsked("the output projection was not copied: torch_mha.out_proj still has the weights "

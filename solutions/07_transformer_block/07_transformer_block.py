@@ -533,7 +533,7 @@ import torch
 import torch.nn.functional as F
 
 from grader.inputs import linear_state
-from grader.spec import Case, Mistake, Spec, build, run
+from grader.spec import Case, Mistake, NotAsAsked, Spec, build, run
 
 
 def ff_state(g, d):
@@ -553,6 +553,9 @@ def feed_forward_cases(g):
 
 def call_feed_forward(state, x):
     ff = build(FeedForward, state, x.shape[-1])
+    if any(isinstance(module, torch.nn.Dropout) for module in ff.modules()):   # it does nothing in eval()
+        raise NotAsAsked("your FeedForward holds a Dropout: self.layers must hold exactly Linear, GELU and Linear, in "
+                         "that order; the transformer block applies the dropout")
     with torch.no_grad():
         return ff(x)
 

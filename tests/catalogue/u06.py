@@ -65,8 +65,10 @@ def _forward(old: str, new: str) -> str:
 _TO_TORCH = """
 def to_torch_mha(mha):
     E = mha.d_out
-    t = nn.MultiheadAttention(E, mha.num_heads, dropout=0.0, bias=True, batch_first=True)
-    zeros = torch.zeros(E)
+    w = mha.out_proj.weight
+    t = nn.MultiheadAttention(E, mha.num_heads, dropout=0.0, bias=True, batch_first=True, device=w.device,
+                              dtype=w.dtype)
+    zeros = torch.zeros(E, dtype=w.dtype)
     with torch.no_grad():
         t.in_proj_weight.copy_(torch.cat([mha.W_query.weight, mha.W_key.weight, mha.W_value.weight]))
         t.in_proj_bias.copy_(torch.cat([l.bias if l.bias is not None else zeros
@@ -269,6 +271,8 @@ def merge_heads(x):
             "in eval() mode your output is random"),
 
     # --- Exercise 4: to_torch_mha --------------------------------------------------------------
+    Mistake("device and dtype ignored", T, _to_torch(", device=w.device,\n" + " " * 30 + "dtype=w.dtype)", ")"),
+            "build it with the module's dtype and device"),
     Mistake("in_proj packed as key, query, value", T, _to_torch(
         "[mha.W_query.weight, mha.W_key.weight, mha.W_value.weight]",
         "[mha.W_key.weight, mha.W_query.weight, mha.W_value.weight]").replace(
@@ -478,6 +482,7 @@ class MultiHeadAttention(nn.Module):
 def to_torch_mha(mha):
     E = mha.d_out
     t = nn.MultiheadAttention(embed_dim=E, num_heads=mha.num_heads, bias=True, batch_first=True)
+    t = t.to(mha.out_proj.weight)   # the module's device and dtype
     def bias(lin):
         return lin.bias.detach() if lin.bias is not None else torch.zeros(E)
     t.load_state_dict({
@@ -491,7 +496,9 @@ def to_torch_mha(mha):
     Alternative("to_torch_mha filling slices", T, """
 def to_torch_mha(mha):
     E = mha.d_out
-    t = nn.MultiheadAttention(E, mha.num_heads, dropout=0.0, batch_first=True).eval()
+    ref = mha.out_proj.weight
+    t = nn.MultiheadAttention(E, mha.num_heads, dropout=0.0, batch_first=True, device=ref.device,
+                              dtype=ref.dtype).eval()
     with torch.no_grad():
         t.in_proj_bias.zero_()
         for i, lin in enumerate((mha.W_query, mha.W_key, mha.W_value)):

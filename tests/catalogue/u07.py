@@ -215,6 +215,16 @@ class FeedForward(nn.Module):
     def forward(self, x):
         return self.layers(x)
 """, "after the second linear layer too"),
+    Mistake("a fourth item, a Dropout, in the feed-forward network", F, """
+class FeedForward(nn.Module):
+    def __init__(self, emb_dim):
+        super().__init__()
+        self.layers = nn.Sequential(nn.Linear(emb_dim, 4 * emb_dim), GELU(), nn.Linear(4 * emb_dim, emb_dim),
+                                    nn.Dropout(0.1))
+
+    def forward(self, x):
+        return self.layers(x)
+""", "your FeedForward holds a Dropout"),
     Mistake("GELU after the second linear layer instead of between the two", F, """
 class FeedForward(nn.Module):
     def __init__(self, emb_dim):
