@@ -148,18 +148,18 @@ def softmax_with_temperature(logits, temperature):
     Mistake("no ValueError for temperature <= 0", P, """
 def softmax_with_temperature(logits, temperature):
     return torch.softmax(logits / temperature, dim=-1)
-""", "did not raise ValueError", selfcheck=False),
+""", "did not raise ValueError"),
     Mistake("ValueError only for negative temperatures", P, """
 def softmax_with_temperature(logits, temperature):
     if temperature < 0:
         raise ValueError("temperature must be > 0")
     return torch.softmax(logits / temperature, dim=-1)
-""", "did not raise ValueError", selfcheck=False),
+""", "did not raise ValueError"),
     Mistake("assert instead of ValueError", P, """
 def softmax_with_temperature(logits, temperature):
     assert temperature > 0, "temperature must be > 0"
     return torch.softmax(logits / temperature, dim=-1)
-""", "raised AssertionError", selfcheck=False),
+""", "raised AssertionError"),
     Mistake("temperature ignored", P, """
 def softmax_with_temperature(logits, temperature):
     if temperature <= 0:

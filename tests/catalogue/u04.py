@@ -44,11 +44,11 @@ def dot_product_variance(d, num_samples=10_000, generator=None):
     q = torch.randn(num_samples, d)
     k = torch.randn(num_samples, d)
     return (q * k).sum(-1).var().item()
-""", "seeded alike gave different results", selfcheck=False),
+""", "seeded alike gave different results"),
     Mistake("returns the formula instead of an estimate", V, """
 def dot_product_variance(d, num_samples=10_000, generator=None):
     return float(d)
-""", "does not change when the random draws change", selfcheck=False),
+""", "does not change when the random draws change"),
     Mistake("the same vector for q and k", V, """
 def dot_product_variance(d, num_samples=10_000, generator=None):
     q = torch.randn(num_samples, d, generator=generator)

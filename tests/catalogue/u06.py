@@ -296,9 +296,9 @@ def merge_heads(x):
     Mistake("batch_first forgotten", T, _to_torch("batch_first=True", "batch_first=False"),
             "without batch_first=True"),
     Mistake("q/k/v biases not copied", T, _to_torch(
-        "l.bias if l.bias is not None else zeros", "zeros"), "in_proj_bias is zero", selfcheck=False),
+        "l.bias if l.bias is not None else zeros", "zeros"), "in_proj_bias is zero"),
     Mistake("None biases not replaced", T, _to_torch(
-        "l.bias if l.bias is not None else zeros", "l.bias"), "put zeros in their place", selfcheck=False),
+        "l.bias if l.bias is not None else zeros", "l.bias"), "put zeros in their place"),
     Mistake("out_proj left as nn.MultiheadAttention built it", T, _to_torch(
         "        t.out_proj.weight.copy_(mha.out_proj.weight)\n        t.out_proj.bias.copy_(mha.out_proj.bias)\n", ""),
             "the output projection was not copied"),

@@ -365,7 +365,7 @@ class FeedForward(nn.Module):
         x = x + F.dropout(self.att(self.norm1(x)), self.drop_shortcut.p)
         x = x + F.dropout(self.ff(self.norm2(x)), self.drop_shortcut.p)
         return x
-"""), "dropout must do nothing", selfcheck=False),
+"""), "dropout must do nothing"),
     Mistake("drop_shortcut as F.dropout(training=True), active in eval() mode too", B, _block("""
     def forward(self, x):
         p = self.drop_shortcut.p
