@@ -247,7 +247,9 @@ def wrapper_case(g, x, d_out, num_heads, dropout=0.0, qkv_bias=False, context_le
 def wrapper_examples():
     g = torch.Generator().manual_seed(6)
     return [wrapper_case(g, torch.stack([JOURNEY, JOURNEY]), d_out=2, num_heads=2,
-                         label="the journey batch (2, 6, 3), 2 heads of width 2, context_length 8")]
+                         label="the journey batch (2, 6, 3), 2 heads of width 2, context_length 8"),
+            wrapper_case(g, torch.stack([JOURNEY, JOURNEY]), d_out=2, num_heads=3, qkv_bias=True,
+                         label="the journey batch, 3 heads of width 2, qkv_bias=True")]
 
 
 def wrapper_cases(g):

@@ -248,7 +248,9 @@ def layer_norm_examples():
             Case("rows whose variance is about eps, and one constant row (eps matters here)", x=flat,
                  state=ln_state(g, 8)),
             Case("rows around 1000 with a spread of 10 (in float32, mean(x**2) - mean(x)**2 loses the variance "
-                 "here: subtract the mean first)", x=offset, state=ln_state(g, 16))]
+                 "here: subtract the mean first)", x=offset, state=ln_state(g, 16)),
+            Case("eps=0.01 given as a keyword, rows with a small spread", state=ln_state(g, 8),
+                 x=0.1 * torch.randn(2, 3, 8, generator=g), eps=0.01)]
 
 
 def layer_norm_cases(g):

@@ -132,7 +132,7 @@ class MultiHeadAttentionWrapper(nn.Module):
         self.heads = nn.ModuleList([CausalAttention(d_in, d_out, context_length, dropout) for _ in range(num_heads)])
     def forward(self, x):
         return torch.cat([h(x) for h in self.heads], dim=-1)
-""", "missing: heads.0.W_", selfcheck=False),
+""", "missing: heads.0.W_"),
     Mistake("wrapper hard-codes dropout 0", W, """
 class MultiHeadAttentionWrapper(nn.Module):
     def __init__(self, d_in, d_out, context_length, dropout, num_heads, qkv_bias=False):

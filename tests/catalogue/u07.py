@@ -134,7 +134,7 @@ MISTAKES = [
         mean = x.mean(dim=-1, keepdim=True)
         var = x.var(dim=-1, keepdim=True, unbiased=False)
         return self.scale * (x - mean) / torch.sqrt(var + 1e-5) + self.shift
-"""), "ignored the `eps` argument", selfcheck=False),
+"""), "ignored the `eps` argument"),
     Mistake("one-pass variance mean(x**2) - mean(x)**2 (loses precision in float32)", L, _ln("""
     def forward(self, x):
         mean = x.mean(dim=-1, keepdim=True)
