@@ -176,8 +176,7 @@ def _why(error: Exception) -> str:
 def shown(name: str) -> str:
     """A learner's name of a file or entry as it may be printed: control characters (terminal
     escapes, carriage returns) and markup escaped."""
-    return "".join(c if c.isprintable() and c not in "<>&" else repr(c)[1:-1] if not c.isprintable()
-                   else escape(c) for c in name)
+    return "".join(escape(c, quote=False) if c.isprintable() else repr(c)[1:-1] for c in name)
 
 
 def _hand_over(html: str, page: str, student: str) -> None:
@@ -442,9 +441,9 @@ def _copy_entry(folder: int, target: int, entry: str, owner: int, limits: _Limit
             raise Refused(f"it belongs to {_name(status.st_uid)}, not to the submission's owner")
         if stat.S_ISDIR(status.st_mode):
             os.mkdir(entry, dir_fd=target)
-            made = os.open(entry, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=target)
-            opened, folder_pair = -1, (opened, made)
-            return folder_pair
+            walk = (opened, os.open(entry, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=target))
+            opened = -1   # left open, for the caller to walk
+            return walk
         if not stat.S_ISREG(status.st_mode):
             raise Refused("not a regular file")
         if not any(fnmatch.fnmatch(entry, glob) for glob in limits.include):

@@ -95,7 +95,7 @@ def learners_folders(course_folder: Path, exchange: str | None) -> tuple[Path, .
 def refuse_learners_folder(cwd: str | os.PathLike | None, refused: tuple[Path, ...]) -> None:
     """Raise LearnersFolder if a kernel would start in (or under) one of the `refused` folders."""
     where = Path(os.path.realpath(cwd or os.getcwd()))
-    if any(where == folder or where.is_relative_to(folder) for folder in refused):
+    if any(where.is_relative_to(folder) for folder in refused):
         raise LearnersFolder(where)
 
 
