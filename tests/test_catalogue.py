@@ -3,59 +3,14 @@ catalogued correct alternative keeps full marks. Each entry replaces one answer 
 reference solution; the hidden checks run with the same verdict code the grader uses."""
 from __future__ import annotations
 
-import importlib
-import pkgutil
-
 import catalogue
 import pytest
-from reference import answers, exercise_for, reference_namespace
+from catalogue.verdicts import EDITIONS, entries, hidden_messages, namespace_with, selfcheck_messages, selfcheck_outcome
 
-from grader.checks.selfcheck import check
-from grader.checks.spec import CheckFailed, collect, evaluate, learner_side_source, load_call
+from grader.authoring import translation
+from grader.checks.spec import collect, learner_side_source, load_call
 
-ENTRIES = []
-for info in pkgutil.iter_modules(catalogue.__path__):
-    module = importlib.import_module(f"catalogue.{info.name}")
-    ENTRIES += [(module.UNIT, e) for e in module.MISTAKES + module.ALTERNATIVES]
-
-
-def _with(unit: str, code: str, answer: str = "", graded_at: str = "") -> dict:
-    """The reference namespace with `code` in place of an answer cell. With `graded_at`, the
-    reference answers from there back to `answer` are defined again on top, so that they use
-    the replaced code (a function keeps the namespace it was defined in)."""
-    namespace = dict(reference_namespace(unit))
-    exec(compile(code, "<catalogue entry>", "exec"), namespace)
-    if graded_at:
-        ids = list(answers(unit))
-        for later in ids[ids.index(answer) + 1:ids.index(graded_at) + 1]:
-            exec(compile(answers(unit)[later], "<reference answer>", "exec"), namespace)
-    return namespace
-
-
-def hidden_messages(unit: str, answer: str, namespace: dict) -> list[str]:
-    """The hidden checks' failure messages for the exercise that grades `answer`."""
-    exercise = exercise_for(unit, answer)
-    messages = []
-    for spec in collect(exercise.hidden):
-        call = load_call(learner_side_source(exercise.hidden, spec), spec.call.__name__, namespace)  # as in grading
-        message = evaluate(spec, call)
-        if message:
-            messages.append(message)
-    return messages
-
-
-def selfcheck_messages(unit: str, answer: str, namespace: dict) -> list[str]:
-    from grader.checks.selfcheck import entries_for
-
-    exercise = exercise_for(unit, answer)
-    messages = []
-    for name in dict.fromkeys(spec.name for spec in collect(exercise.hidden)):
-        if entries_for(name):
-            try:
-                check(name, namespace)
-            except CheckFailed as exc:
-                messages.append(str(exc))
-    return messages
+ENTRIES = entries()
 
 
 def _by_unit(kind: type) -> list:
@@ -67,21 +22,32 @@ def _by_unit(kind: type) -> list:
 
 @pytest.mark.parametrize("unit,entry", _by_unit(catalogue.Mistake), ids=lambda v: getattr(v, "name", v))
 def test_mistake_loses_points_with_its_message(unit, entry, capsys):
-    namespace = _with(unit, entry.code, entry.answer, entry.graded_at)
-    graded_at = entry.graded_at or entry.answer
-    messages = hidden_messages(unit, graded_at, namespace)
+    namespace = namespace_with(unit, entry.code, entry.answer, entry.graded_at)
+    messages = hidden_messages(unit, entry.graded_at or entry.answer, namespace)
     assert messages, f"hidden checks accept the mistake: {entry.name}"
     assert any(entry.message in m for m in messages), f"{entry.name}: message not named; got {messages}"
-    if entry.selfcheck:
-        found = selfcheck_messages(unit, graded_at, namespace)
-        assert any(entry.message in m for m in found), f"{entry.name}: self-check does not name it; got {found}"
+
+
+@pytest.mark.parametrize("edition", EDITIONS)
+@pytest.mark.parametrize("unit,entry", _by_unit(catalogue.Mistake), ids=lambda v: getattr(v, "name", v))
+def test_the_selfcheck_names_the_mistake(unit, entry, edition, capsys):
+    """A tick means the graded tests pass too: each catalogued mistake fails its exercise's
+    self-check in both editions with its own message, unless its entry says why it cannot."""
+    if entry.selfcheck_misses:
+        pytest.skip(f"the self-check cannot show it: {entry.selfcheck_misses}")
+    result = selfcheck_outcome(unit, entry, edition)
+    assert result.outcome == "named", f"{entry.name} ({edition}): {result.outcome}; got {result.messages}"
+    if edition == "zh":
+        assert [p for m in result.messages for p in translation.chinese_form_problems(m, shown=True)] == [], \
+            result.messages
 
 
 @pytest.mark.parametrize("unit,entry", _by_unit(catalogue.Alternative), ids=lambda v: getattr(v, "name", v))
 def test_alternative_keeps_full_marks(unit, entry, capsys):
-    namespace = _with(unit, entry.code)
+    namespace = namespace_with(unit, entry.code)
     assert hidden_messages(unit, entry.answer, namespace) == []
-    assert selfcheck_messages(unit, entry.answer, namespace) == []
+    for edition in EDITIONS:
+        assert selfcheck_messages(unit, entry.answer, namespace, edition) == [], edition
 
 
 @pytest.mark.parametrize("unit", [pytest.param(unit, marks=pytest.mark.xdist_group(f"catalogue-{unit}"))
@@ -98,7 +64,7 @@ def test_a_catalogued_mistake_gets_its_message_in_chinese(unit, monkeypatch):
     def named(language: str, entry) -> list[str | None]:
         exercise = next(e for e in notebook.exercises(notebook.read(course.source_notebook(unit, language)))
                         if (entry.graded_at or entry.answer) in e.answer_ids)
-        namespace = _with(unit, entry.code, entry.answer, entry.graded_at)
+        namespace = namespace_with(unit, entry.code, entry.answer, entry.graded_at)
         found = []
         for spec in collect(exercise.hidden):
             call = load_call(learner_side_source(exercise.hidden, spec), spec.call.__name__, namespace)

@@ -239,3 +239,28 @@ def test_release_check_fails_when_the_english_changes_and_passes_once_the_transl
     run(copy, "-m", "grader", "release", "--check", unit)
     zh = notebook.read(copy / "notebooks-zh" / unit / f"{unit}.ipynb")
     assert any("这样才能把它们画出来" in c.source for c in zh.cells)
+
+
+def test_the_chinese_form_rules_catch_what_a_learner_saw():
+    """The rules `release --check` applies to every Chinese message: each slip a learner met is
+    caught (no space between scripts, ASCII punctuation, English prose), and right forms pass."""
+    from grader.authoring.translation import chinese_form_problems
+
+    assert chinese_form_problems("应为int 96，得到的是float 96.0")
+    assert chinese_form_problems("缺少：scale (4,); 练习要求的是：scale (4,)")
+    assert chinese_form_problems("这里不允许使用 torch.softmax：this exercise asks you to write it")
+    assert chinese_form_problems("（(批, 行) 为 {where} 处不同）")
+    assert chinese_form_problems("你似乎用了 √d_in（输入的宽度） or √T（词元的个数）")
+    assert chinese_form_problems("应为 int 96，得到的是 float 96.0") == []
+    assert chinese_form_problems("在{name}上做了归一化；应对 x_q (2, 4)、x_kv (3, 4) 用 `torch.cat`") == []
+    assert chinese_form_problems("PyTorch 的报错信息：mat1 and mat2 shapes cannot be multiplied", shown=True) == []
+
+
+def test_the_grader_spaces_a_value_between_chinese_and_latin():
+    from grader.checks.i18n import language, say
+
+    with language("zh"):
+        assert say("expected {want}, got {got}", want="int 96", got="float 96.0") == "应为 int 96，得到的是 float 96.0"
+        assert say("expected a tensor of shape {shape}, got {got}", shape="(2,)", got="形状为 (3,) 的张量") == \
+            "应返回形状为 (2,) 的张量，得到的是形状为 (3,) 的张量"
+    assert say("expected {want}, got {got}", want="int 96", got="float 96.0") == "expected int 96, got float 96.0"

@@ -230,7 +230,7 @@ def _string_nodes(tree: ast.AST, docstrings: list[ast.Constant], test: bool = Fa
         is_string = isinstance(node, ast.JoinedStr) or (isinstance(node, ast.Constant) and isinstance(node.value, str))
         if not is_string or id(node) in skip or isinstance(parents.get(node), (ast.JoinedStr, ast.FormattedValue)):
             continue
-        parent, child, shown, naming, key = parents.get(node), node, False, False, False
+        parent, child, shown, naming, key, keyword = parents.get(node), node, False, False, False, ""
         while parent is not None and not isinstance(parent, ast.stmt):
             if (isinstance(parent, ast.Dict) and child in parent.keys) or \
                     (isinstance(parent, ast.DictComp) and child is parent.key) or \
@@ -244,11 +244,13 @@ def _string_nodes(tree: ast.AST, docstrings: list[ast.Constant], test: bool = Fa
             elif isinstance(parent, ast.Compare):
                 naming = True
             elif isinstance(parent, ast.keyword):
+                keyword = parent.arg
                 shown = shown or parent.arg in _SHOWN_KEYWORDS
                 naming = naming or parent.arg in _SETTING_KEYWORDS
             elif isinstance(parent, ast.Call) and child is not parent.func:
                 name = _call_name(parent)
-                naming = naming or name in _NAMING_CALLS or (name == "Mistake" and child is not parent.args[0])
+                naming = naming or (name in _NAMING_CALLS and (name, keyword) != ("forbid", "reason")) or (
+                    name == "Mistake" and child is not parent.args[0])
                 shown = shown or name in _SHOWN_CALLS
                 break
             child, parent = parent, parents.get(parent)
@@ -423,7 +425,31 @@ def problems(po, language: str, unit: str) -> list[str]:
             lost = fields(entry.msgid) - fields(entry.msgstr)
             if lost:
                 out.append(f"{what}: the translation lacks {', '.join(sorted(lost))}")
+            if language == "zh" and entry.comment in ("message", "") and entry.msgstr != entry.msgid:
+                out += [f"{what}: {problem}" for problem in chinese_form_problems(entry.msgstr)]
     return out
+
+
+_HAN = "[\u3400-\u9fff]"
+_FIELD_OR_CODE = re.compile(r"\{[^{}]*\}|`[^`]*`|'[^'\n]*'")
+# A learner's message in Chinese: Han and Latin letters or digits apart by a space; Chinese
+# punctuation, not ASCII, next to Han; English only as code. A field ({x}) and code (`x`, 'x')
+# count as neither script: what fills them decides, and i18n.say spaces the grader's own.
+CHINESE_FORM = {
+    "ASCII punctuation next to Chinese (use ，；：！？)": re.compile(rf"{_HAN} ?[;,:!?]|[;,:!?] ?{_HAN}"),
+    "no space between Chinese and Latin letters or digits": re.compile(rf"{_HAN}[A-Za-z0-9]|[A-Za-z0-9]{_HAN}"),
+    "English words outside code": re.compile(r"(?<![\w.])[A-Za-z]{2,}(?: [A-Za-z]{2,}){2,}(?![\w(.])"
+                                             r"|[\u3000-\u9fff\uff00-\uffef] ?(?:or|and) "),   # "（输入的宽度） or √T"
+}
+
+
+def chinese_form_problems(text: str, shown: bool = False) -> list[str]:
+    """What breaks the Chinese edition's rules of punctuation, spacing and language in `text`, a
+    message as stored, or as `shown` to a learner (where PyTorch's own English may be quoted):
+    one line per rule, with the first place."""
+    bare = _FIELD_OR_CODE.sub("\0", text)
+    rules = {rule: pattern for rule, pattern in CHINESE_FORM.items() if not (shown and rule.startswith("English"))}
+    return [f"{rule}: {match.group(0)!r}" for rule, pattern in rules.items() if (match := pattern.search(bare))]
 
 
 def catalogue_problems(po, language: str, unit: str) -> list[str]:

@@ -15,7 +15,7 @@ from typing import Any, NamedTuple
 import torch
 
 from . import wire
-from .i18n import say
+from .i18n import CHINESE, current, say
 
 EPS32 = torch.finfo(torch.float32).eps  # 1.19e-07: one rounding step of float32
 
@@ -48,7 +48,11 @@ def describe(x: Any) -> str:
         return say("NumPy array of shape {shape}", shape=_shape(x[wire.ARRAY]))
     if wire.is_error(x):
         return say("an error ({error})", error=x[wire.ERROR])
-    return f"{type(x).__name__} {x!r}"[:120]
+    if isinstance(x, (tuple, list)) and any(isinstance(v, torch.Tensor) or wire.is_array(v) for v in x):
+        shown = [describe(v) for v in x[:3]] + (["..."] if len(x) > 3 else [])   # each part whole, not cut
+        return f"{type(x).__name__} ({('；' if current() == CHINESE else '; ').join(shown)})"
+    text = f"{type(x).__name__} {x!r}"
+    return text if len(text) <= 120 else text[:119] + "…"
 
 
 def close(got: torch.Tensor, want: torch.Tensor, tol: float = DEFAULT_TOL) -> bool:
@@ -168,7 +172,7 @@ def _raised(got: wire.ErrorValue) -> str:
     error, _, detail = text.partition(": ")
     where, line = got.get("where"), got.get("line")   # plain data the learner's process sent: check its kind
     where, line = (where if isinstance(where, str) else None), (line if type(line) is int else None)
-    if error == "NotImplementedError":
+    if error == "NotImplementedError" and not detail:   # the stub's bare raise (PyTorch's say what is missing)
         if where:
             return NotWritten(say("not written yet: replace `raise NotImplementedError()` in {function} with your "
                                   "code, then run that cell (Shift+Enter)", function=where), where)

@@ -13,6 +13,8 @@ import contextlib
 import functools
 import json
 import os
+import re
+import string
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
@@ -75,7 +77,37 @@ def catalogue(code: str) -> dict[str, str]:
 
 def say(template: str, /, **values: object) -> str:
     """A message for the learner: `template` in the current language, filled with `values`."""
-    return catalogue(current()).get(template, template).format(**values)
+    language = current()
+    text = catalogue(language).get(template, template)
+    return _spaced(text, values) if language == CHINESE else text.format(**values)
+
+
+_HAN = re.compile(r"[\u3400-\u9fff]")
+_LATIN = re.compile(r"[A-Za-z0-9]")
+
+
+def _spaced(template: str, values: dict[str, object]) -> str:
+    """`template` filled with `values`, with a space where a value meets Han characters with a
+    Latin letter or digit ("应为 int 96"), as Chinese text separates the two scripts; a value
+    may start either way ("得到的是形状为 (2, 3) 的张量", "得到的是 float 96.0")."""
+    formatter = string.Formatter()
+    pieces: list[tuple[str, bool]] = []
+    for literal, field, spec, conversion in formatter.parse(template):
+        pieces.append((literal, False))
+        if field is not None:
+            value = formatter.convert_field(formatter.get_field(field, (), values)[0], conversion)
+            pieces.append((formatter.format_field(value, spec or ""), True))
+    out, after_value = "", False
+    for piece, is_value in pieces:
+        if piece and out and (is_value or after_value) and _scripts_meet(out[-1], piece[0]):
+            out += " "
+        out += piece
+        after_value = is_value if piece else after_value
+    return out
+
+
+def _scripts_meet(left: str, right: str) -> bool:
+    return bool((_HAN.match(left) and _LATIN.match(right)) or (_LATIN.match(left) and _HAN.match(right)))
 
 
 # Fonts with Chinese glyphs, by platform: Debian/Ubuntu (fonts-noto-cjk, fonts-wqy-zenhei),

@@ -33,7 +33,7 @@ import torch
 
 from . import wire
 from .compare import Crash, Exact, Float, Frequencies, Judge, Mistake, NotWritten, Number, Numpy, Several, Tensor, Tuple
-from .i18n import say
+from .i18n import CHINESE, current, say
 from .wire import to_plain
 
 __all__ = ["Case", "Spec", "Mistake", "raised", "run", "attempt", "load_params", "build", "dropout_seen", "forbid",
@@ -245,8 +245,12 @@ def judge_all(spec: Spec, cases: list[Case], results: list[Any]) -> tuple[str, s
     failure that names one known mistake, or failing that one that names several (a case where
     different mistakes give the same values), or the first failure (mistake None)."""
     failures = [f for f in (_failure(spec, c, r) for c, r in zip(cases, results)) if f]
-    if not failures:
-        return None
+    return most_telling(failures) if failures else None
+
+
+def most_telling(failures: list[tuple[str, str | None]]) -> tuple[str, str | None]:
+    """Of (message, named mistake or None) failures, the first that names one known mistake, else
+    the first that names several, else the first: the one that says most of what was done."""
     return next((f for f in failures if f[1] and not isinstance(f[1], Several)),
                 next((f for f in failures if f[1]), failures[0]))
 
@@ -317,9 +321,9 @@ def call_reads(source: str, spec: Spec) -> set[str]:
     names: set[str] = set()
     todo = [table]
     while todo:
-        current = todo.pop()
-        names |= {name for name in current.get_identifiers() if current.lookup(name).is_global()}
-        todo += current.get_children()
+        scope = todo.pop()
+        names |= {name for name in scope.get_identifiers() if scope.lookup(name).is_global()}
+        todo += scope.get_children()
     return {name for name in names if not hasattr(builtins, name)}
 
 
@@ -344,7 +348,7 @@ def load_params(module: torch.nn.Module, state: dict[str, torch.Tensor]) -> torc
         missing = sorted(set(expected) - set(found))
         extra = sorted(set(found) - set(expected))
         wrong = sorted(n for n in set(found) & set(expected) if found[n] != expected[n])
-        parts = []
+        parts = structure_hints(module, missing)   # first: what to do, before the listings
         if missing:
             parts.append(say("missing: {names}", names=", ".join(f"{n} {expected[n]}" for n in missing)))
         if extra:
@@ -357,12 +361,51 @@ def load_params(module: torch.nn.Module, state: dict[str, torch.Tensor]) -> torc
                     expected=expected[n]) for n in wrong)))
         parts.append(say("the exercise asks for: {names}", names=", ".join(f"{n} {s}" for n, s in expected.items())))
         raise NotAsAsked(say("{module}'s parameter names or shapes are not the ones the exercise asks for; {parts}",
-                             module=type(module).__name__, parts="; ".join(parts)))
+                             module=type(module).__name__, parts=("；" if current() == CHINESE else "; ").join(parts)))
     params = dict(module.named_parameters())
     with torch.no_grad():
         for name, value in state.items():
             params[name].copy_(value)
     return module
+
+
+def structure_hints(module: torch.nn.Module, missing: list[str]) -> list[str]:
+    """What to do where a missing parameter's path meets something PyTorch does not register: a
+    plain tensor (not an nn.Parameter), a Python list of modules (not an nn.ModuleList), or one
+    module held several times (named once, so the later places lack parameters)."""
+    hints = []
+    for name in missing:
+        owner, path = module, name.split(".")
+        for depth, part in enumerate(path):
+            value = getattr(owner, part, None) if not part.isdigit() else None
+            if part.isdigit() and isinstance(owner, (list, tuple, torch.nn.ModuleList)) and int(part) < len(owner):
+                value = owner[int(part)]
+            where = ".".join(path[:depth + 1])
+            if isinstance(value, torch.Tensor) and not isinstance(value, torch.nn.Parameter):
+                hint = say("{name} is a plain tensor: make it an nn.Parameter, so that the model owns and trains it",
+                           name=where)
+            elif isinstance(value, (list, tuple)) and any(isinstance(v, torch.nn.Module) for v in value):
+                hint = say("{name} is a Python {kind}: hold its modules in an nn.ModuleList, so that PyTorch sees "
+                           "their parameters", name=where, kind=type(value).__name__)
+            elif isinstance(value, torch.nn.ModuleList) and len({id(m) for m in value}) < len(value):
+                hint = say("{name} holds the same module more than once: make a new module for each place (one "
+                           "per head, per block)", name=where)
+            elif isinstance(value, (torch.nn.Module, list, tuple)):
+                owner = value
+                continue
+            else:
+                break
+            if hint not in hints:
+                hints.append(hint)
+            break
+    for prefix, sub in module.named_modules():   # modules kept in a list under another name
+        for attr, value in vars(sub).items():
+            if isinstance(value, (list, tuple)) and any(isinstance(v, torch.nn.Module) for v in value):
+                hint = say("{name} is a Python {kind}: hold its modules in an nn.ModuleList, so that PyTorch sees "
+                           "their parameters", name=f"{prefix}.{attr}" if prefix else attr, kind=type(value).__name__)
+                if hint not in hints:
+                    hints.append(hint)
+    return hints
 
 
 def build(cls: type, state: dict[str, torch.Tensor], *args: Any, train: bool = False, **kwargs: Any) -> Any:

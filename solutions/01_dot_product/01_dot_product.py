@@ -216,7 +216,8 @@ run(DOT_PRODUCT)
 # **Goal:** given a query vector of shape `(d,)` and the inputs of shape `(T, d)`, return the
 # `T` dot products as one tensor of shape `(T,)`. A loop over rows with your `dot_product` is
 # fine (gather the scores into a tensor, e.g. with `torch.stack`); so is `@`. Leave `query` and
-# `inputs` as they are: the cells below use them again.
+# `inputs` as they are: the cells below use them again. Whole-number (integer) tensors must work
+# too, so compute with the dtype they come in.
 #
 # Expected for *journey*: `[0.9544, 1.4950, 1.4754, 0.8434, 0.7070, 1.0865]`.
 #
@@ -247,7 +248,9 @@ from grader.spec import Case, Mistake, NotAsAsked, Spec, run
 
 def scores_examples():
     return [Case("query 'journey' on the six-token sentence", query=journey()[1], inputs=journey()),
-            Case("query 'one' on the first three tokens (T = d = 3)", query=journey()[4], inputs=journey()[:3])]
+            Case("query 'one' on the first three tokens (T = d = 3)", query=journey()[4], inputs=journey()[:3]),
+            Case("whole numbers (dtype int64): query [1, 0, 2] on two rows", query=torch.tensor([1, 0, 2]),
+                 inputs=torch.tensor([[1, 2, 3], [0, 1, -1]]))]
 
 
 def scores_cases(g):

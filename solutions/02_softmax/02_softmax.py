@@ -453,7 +453,10 @@ from grader.spec import Case, Mistake, Spec, Tuple, run
 
 
 def attention_examples():
-    return [Case("the six-token sentence", inputs=journey())]
+    return [Case("the six-token sentence", inputs=journey()),
+            Case("its first three tokens (T = d = 3)", inputs=journey()[:3]),
+            Case("its first three tokens times 10: scores up to 150, where exp overflows unless the maximum is "
+                 "subtracted", inputs=journey()[:3] * 10)]
 
 
 def attention_cases(g):

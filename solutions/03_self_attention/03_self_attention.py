@@ -288,7 +288,10 @@ def numpy_attention_examples():
     return [Case("the worked example: 3 words, d_in=4, d_k=d_v=3", x=SEED_X.clone(), **weights),
             Case("the worked example with a fourth word", x=SEED_X4.clone(), **weights),
             Case("its first two words, values of width 5: T=2, d_in=4, d_k=3, d_v=5", x=SEED_X[:2].clone(),
-                 w_query=SEED_WQ.clone(), w_key=SEED_WK.clone(), w_value=wider_values)]
+                 w_query=SEED_WQ.clone(), w_key=SEED_WK.clone(), w_value=wider_values),
+            Case("the worked example times 30: scores in the hundreds, where exp overflows unless the maximum is "
+                 "subtracted", x=SEED_X.clone() * 30, **weights),
+            numpy_attention_case(torch.Generator().manual_seed(7), 2, 9, 5, 3, scale=0.3)]   # every width differs
 
 
 def numpy_attention_case(g, t, d_in, d_k, d_v, scale=1.0):
@@ -317,7 +320,7 @@ def numpy_attention_oracle(x, w_query, w_key, w_value):
 
 
 def numpy_attention_wrong_scales(d_k, d_in, t, d_v):
-    """{message: divisor} for divisors a learner may use instead of sqrt(d_k); equal divisors share a message."""
+    """(message, divisor) for divisors a learner may use instead of sqrt(d_k)."""
     right = math.sqrt(d_k)
     candidates = [(1.0, "no scale at all"), (float(d_k), "d_k instead of √d_k"),
                   (math.sqrt(d_in), "√d_in (the width of the inputs)"), (math.sqrt(t), "√T (the number of tokens)"),
@@ -325,15 +328,11 @@ def numpy_attention_wrong_scales(d_k, d_in, t, d_v):
                   (float(math.floor(right)), "√d_k rounded to a whole number"),
                   (float(round(right)), "√d_k rounded to a whole number"),
                   (1 / right, "√d_k as a factor instead of a divisor")]
-    groups = {}
-    for divisor, label in candidates:
-        if abs(divisor - right) > 1e-9:
-            labels = groups.setdefault(round(divisor, 9), [])
-            if label not in labels:
-                labels.append(label)
-    return {f"the scale of the scores is wrong: you seem to have used {' or '.join(labels)}. The scores are "
-            "divided by the square root of d_k, the width of the keys, without rounding": divisor
-            for divisor, labels in groups.items()}
+    # One message per wrong divisor: where two give the same value on a case, the check names
+    # both, and a self-check example whose sizes differ names the one used.
+    return list(dict.fromkeys((f"the scale of the scores is wrong: you seem to have used {label}. The scores are "
+                               "divided by the square root of d_k, the width of the keys, without rounding", divisor)
+                              for divisor, label in candidates if abs(divisor - right) > 1e-9))
 
 
 def numpy_attention_mistakes(x, w_query, w_key, w_value):
@@ -347,7 +346,7 @@ def numpy_attention_mistakes(x, w_query, w_key, w_value):
     def both(w):
         return w.numpy(), (w @ v).numpy()
 
-    for message, divisor in numpy_attention_wrong_scales(d_k, d_in, t, d_v).items():
+    for message, divisor in numpy_attention_wrong_scales(d_k, d_in, t, d_v):
         yield Mistake(message, both(torch.softmax(scores / divisor, dim=-1)))
     yield Mistake("the softmax normalised the whole matrix at once (scipy's softmax does that without an `axis`): "
                   "each row, one per query, must sum to 1",
@@ -509,7 +508,8 @@ def self_attention_examples():
             Case("a batch of two 4-word sentences: x of shape (2, 4, 4), d_out=3",
                  state=state, x=SA_BATCH.clone(), d_in=4, d_out=3, qkv_bias=False),
             Case("the worked example with qkv_bias=True",
-                 state={**state, **SA_BIAS}, x=SA_X.clone(), d_in=4, d_out=3, qkv_bias=True)]
+                 state={**state, **SA_BIAS}, x=SA_X.clone(), d_in=4, d_out=3, qkv_bias=True),
+            self_attention_case(torch.Generator().manual_seed(7), (2, 9), 5)]   # every width differs
 
 
 def self_attention_case(g, shape, d_out, qkv_bias=False, scale=1.0):
@@ -549,29 +549,25 @@ def self_attention_oracle(state, x):
 
 
 def self_attention_wrong_scales(d_k, d_in, t):
-    """{message: divisor} for divisors a learner may use instead of sqrt(d_k); equal divisors share a message."""
+    """(message, divisor) for divisors a learner may use instead of sqrt(d_k)."""
     right = math.sqrt(d_k)
     candidates = [(1.0, "no scale at all"), (float(d_k), "d_out instead of √d_out"),
                   (math.sqrt(d_in), "√d_in (the width of the inputs)"), (math.sqrt(t), "√T (the number of tokens)"),
                   (float(math.floor(right)), "√d_out rounded to a whole number"),
                   (float(round(right)), "√d_out rounded to a whole number"),
                   (1 / right, "√d_out as a factor instead of a divisor")]
-    groups = {}
-    for divisor, label in candidates:
-        if abs(divisor - right) > 1e-9:
-            labels = groups.setdefault(round(divisor, 9), [])
-            if label not in labels:
-                labels.append(label)
-    return {f"the scale of the scores is wrong: you seem to have used {' or '.join(labels)}. The scores are "
-            "divided by the square root of the key width (d_out here), without rounding": divisor
-            for divisor, labels in groups.items()}
+    # One message per wrong divisor: where two give the same value on a case, the check names
+    # both, and a self-check example whose sizes differ names the one used.
+    return list(dict.fromkeys((f"the scale of the scores is wrong: you seem to have used {label}. The scores are "
+                               "divided by the square root of the key width (d_out here), without rounding", divisor)
+                              for divisor, label in candidates if abs(divisor - right) > 1e-9))
 
 
 def self_attention_mistakes(state, x, d_in, d_out):
     q, k, v = self_attention_projections(state, x)
     scores = q @ k.transpose(-2, -1)
     root = math.sqrt(d_out)
-    for message, divisor in self_attention_wrong_scales(d_out, d_in, x.shape[-2]).items():
+    for message, divisor in self_attention_wrong_scales(d_out, d_in, x.shape[-2]):
         yield Mistake(message, torch.softmax(scores / divisor, dim=-1) @ v)
     yield Mistake("the softmax went over the wrong dimension: each row of weights (one query against all keys, "
                   "the last dimension) must sum to 1", torch.softmax(scores / root, dim=-2) @ v)
@@ -733,8 +729,13 @@ def cross_attention_examples():
     return [Case("two query tokens looking at the 3-word sentence: x_q (2, 4), x_kv (3, 4), d_out=3",
                  state={k: v.clone() for k, v in CA_STATE.items()}, x_q=CA_X_Q.clone(), x_kv=CA_X_KV.clone(),
                  d_q=4, d_kv=4, d_out=3, qkv_bias=False),
+            Case("the two query tokens and the sentence's first word, looking at the sentence: x_q (3, 4), x_kv (3, 4), "
+                 "d_out=3", state={k: v.clone() for k, v in CA_STATE.items()}, x_q=torch.cat([CA_X_Q, CA_X_KV[:1]]),
+                 x_kv=CA_X_KV.clone(),
+                 d_q=4, d_kv=4, d_out=3, qkv_bias=False),
             Case("a batch with d_q=5, d_kv=4: x_q (2, 3, 5), x_kv (2, 5, 4), d_out=3, qkv_bias=True",
-                 state=state, x_q=x_q, x_kv=x_kv, d_q=5, d_kv=4, d_out=3, qkv_bias=True)]
+                 state=state, x_q=x_q, x_kv=x_kv, d_q=5, d_kv=4, d_out=3, qkv_bias=True),
+            cross_attention_case(torch.Generator().manual_seed(7), (2, 9), (3, 16), 5)]   # every width differs
 
 
 def cross_attention_case(g, q_shape, kv_shape, d_out, qkv_bias=False, scale=1.0):
@@ -777,7 +778,7 @@ def cross_attention_oracle(state, x_q, x_kv):
 
 
 def cross_attention_wrong_scales(d_k, d_q, d_kv, t_q, t_kv):
-    """{message: divisor} for divisors a learner may use instead of sqrt(d_k); equal divisors share a message."""
+    """(message, divisor) for divisors a learner may use instead of sqrt(d_k)."""
     right = math.sqrt(d_k)
     candidates = [(1.0, "no scale at all"), (float(d_k), "d_out instead of √d_out"),
                   (math.sqrt(d_q), "√d_q (the width of x_q)"), (math.sqrt(d_kv), "√d_kv (the width of x_kv)"),
@@ -786,15 +787,11 @@ def cross_attention_wrong_scales(d_k, d_q, d_kv, t_q, t_kv):
                   (float(math.floor(right)), "√d_out rounded to a whole number"),
                   (float(round(right)), "√d_out rounded to a whole number"),
                   (1 / right, "√d_out as a factor instead of a divisor")]
-    groups = {}
-    for divisor, label in candidates:
-        if abs(divisor - right) > 1e-9:
-            labels = groups.setdefault(round(divisor, 9), [])
-            if label not in labels:
-                labels.append(label)
-    return {f"the scale of the scores is wrong: you seem to have used {' or '.join(labels)}. The scores are "
-            "divided by the square root of the key width (d_out here), without rounding": divisor
-            for divisor, labels in groups.items()}
+    # One message per wrong divisor: where two give the same value on a case, the check names
+    # both, and a self-check example whose sizes differ names the one used.
+    return list(dict.fromkeys((f"the scale of the scores is wrong: you seem to have used {label}. The scores are "
+                               "divided by the square root of the key width (d_out here), without rounding", divisor)
+                              for divisor, label in candidates if abs(divisor - right) > 1e-9))
 
 
 def cross_attention_mistakes(state, x_q, x_kv, d_q, d_kv, d_out):
@@ -805,7 +802,7 @@ def cross_attention_mistakes(state, x_q, x_kv, d_q, d_kv, d_out):
         return cross_attention_project(state, name, x)
 
     q, k, v = proj("W_query", x_q), proj("W_key", x_kv), proj("W_value", x_kv)
-    for message, divisor in cross_attention_wrong_scales(d_out, d_q, d_kv, x_q.shape[-2], x_kv.shape[-2]).items():
+    for message, divisor in cross_attention_wrong_scales(d_out, d_q, d_kv, x_q.shape[-2], x_kv.shape[-2]):
         yield Mistake(message, attend(q, k, v, divisor))
     yield Mistake("the softmax went over the wrong dimension: each row of weights (one query against all keys, "
                   "the last dimension) must sum to 1", attend(q, k, v, dim=-2))

@@ -409,7 +409,9 @@ from grader.spec import Case, Mistake, Spec, run
 
 
 def gelu_examples():
-    return [Case("x from -3 to 3 in steps of 0.5", x=torch.linspace(-3.0, 3.0, 13))]
+    return [Case("x from -3 to 3 in steps of 0.5", x=torch.linspace(-3.0, 3.0, 13)),
+            Case("large inputs: x = -100, -10, 10, 100 (tanh saturates; exp-based formulas overflow)",
+                 x=torch.tensor([-100.0, -10.0, 10.0, 100.0]))]
 
 
 def gelu_cases(g):

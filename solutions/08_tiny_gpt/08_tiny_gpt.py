@@ -1856,6 +1856,7 @@ import torch
 from grader.spec import Case, Exact, Frequencies, Mistake, NotAsAsked, Spec, run
 
 FIVE_TOKENS = torch.tensor([[0.10014858, 0.22968848, 0.17318473, 0.03110688, 0.46587133]]).log()
+PEAKED = torch.tensor([[4.0, 1.0, 0.0, -1.0, -2.0]])
 
 
 def sample_case(about, logits, seed, n=4000, **settings):
@@ -1874,7 +1875,9 @@ def sample_examples():
             sample_case(five, FIVE_TOKENS, 5, top_p=0.6),
             sample_case(five + " (argmax, top_k and top_p ignored)", FIVE_TOKENS, 6, n=200, temperature=0.0, top_k=3,
                         top_p=0.5),
-            sample_case("two rows in turn", two_rows, 7, temperature=0.8, top_k=4, top_p=0.7)]
+            sample_case("two rows in turn", two_rows, 7, temperature=0.8, top_k=4, top_p=0.7),
+            sample_case("a row where one token has 0.94 of the probability", PEAKED, 8, top_k=2),
+            sample_case(five + " (top_k larger than the vocabulary: all 5 tokens stay)", FIVE_TOKENS, 9, top_k=10)]
 
 
 def sample_cases(g):
@@ -1994,6 +1997,11 @@ def sample_mistakes(logits, settings):
             yield Mistake(message, p)
 
 
+def sample_repro_examples():
+    return [Case("the five-token example in 50 rows, plain softmax: the same seeded generator twice, after "
+                 "different global seeds", logits=FIVE_TOKENS.repeat(50, 1), settings={})]
+
+
 def sample_repro_cases(g):
     return [Case(f"logits (50, 6), {shown}: the same seeded generator twice, after different global seeds",
                  logits=torch.randn(50, 6, generator=g), settings=settings)
@@ -2016,7 +2024,8 @@ def sample_repro_mistakes():
 
 run(Spec("sample_next_token", call_sample_next_token, lambda logits, settings: sample_reference(logits, **settings),
          examples=sample_examples, cases=sample_cases, mistakes=sample_mistakes, judge=Frequencies(max_tv=0.06)),
-    Spec("sample_next_token", call_sample_next_token_repro, lambda: True, cases=sample_repro_cases,
+    Spec("sample_next_token", call_sample_next_token_repro, lambda: True, examples=sample_repro_examples,
+         cases=sample_repro_cases,
          mistakes=sample_repro_mistakes, judge=Exact()))
 ### END HIDDEN TESTS
 

@@ -16,7 +16,7 @@ class Mistake:
     answer: str              # grade id of the answer cell the code replaces
     code: str                # the learner's (wrong) code
     message: str             # a piece of the message the learner must see
-    selfcheck: bool = True   # the notebook's self-check names it too (the example shows the bug)
+    selfcheck_misses: str = ""   # why the notebook's self-check cannot show it (empty: it names it too)
     graded_at: str = ""      # a later exercise's answer cell whose check must name this earlier cause
 
 

@@ -149,7 +149,7 @@ def attention_scores_for(query, inputs):
     Mistake("float tensor times an integer one", S, """
 def attention_scores_for(query, inputs):
     return inputs.float() @ query
-""", "different dtypes", selfcheck=False),
+""", "different dtypes"),
     # --- similarity_matrix
     Mistake("inputs @ inputs, no transpose", M, """
 def similarity_matrix(inputs):

@@ -89,7 +89,7 @@ def softmax(x, dim=-1):
 def simple_self_attention(inputs):
     weights = torch.softmax(inputs @ inputs.T, dim=-1)
     return weights, inputs @ weights
-""", "inputs @ weights", selfcheck=False),
+""", "inputs @ weights"),
     Mistake("context from the unnormalised scores", W, """
 def simple_self_attention(inputs):
     scores = inputs @ inputs.T
@@ -137,7 +137,7 @@ def simple_self_attention(inputs):
     e = torch.exp(inputs @ inputs.T)
     weights = e / e.sum(dim=-1, keepdim=True)
     return weights, weights @ inputs
-""", "contains NaN", selfcheck=False),
+""", "contains NaN"),
     # --- softmax_with_temperature -------------------------------------------------------
     Mistake("temperature multiplied", P, """
 def softmax_with_temperature(logits, temperature):

@@ -140,7 +140,7 @@ def attention_numpy(x, w_query, w_key, w_value):
     e = np.exp(Q @ K.T / np.sqrt(K.shape[1]))
     weights = e / e.sum(axis=-1, keepdims=True)
     return weights, weights @ V
-""", "contains NaN", selfcheck=False),
+""", "contains NaN"),
 
     Mistake("the weights used transposed (x @ w.T): NumPy's matmul raises", N, """
 def attention_numpy(x, w_query, w_key, w_value):
@@ -269,7 +269,7 @@ class SelfAttention(nn.Module):
     Mistake("keys from x_q", C, cross_forward("""
         q, k, v = self.W_query(x_q), self.W_key(x_q), self.W_value(x_kv)
         return torch.softmax(q @ k.transpose(-2, -1) / k.shape[-1] ** 0.5, dim=-1) @ v
-"""), "your keys come from x_q", selfcheck=False),
+"""), "your keys come from x_q"),
     Mistake("W_key and W_value sized for x_q", C, """
 class CrossAttention(nn.Module):
     def __init__(self, d_q, d_kv, d_out, qkv_bias=False):

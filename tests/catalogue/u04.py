@@ -26,7 +26,7 @@ def dot_product_variance(d, num_samples=10_000, generator=None):
     q = torch.randn(num_samples, d, generator=generator)
     k = torch.randn(num_samples, d, generator=generator)
     return (q * k).sum(-1).mean().item()
-""", "that is the mean of q·k", selfcheck=False),
+""", "that is the mean of q·k"),
     Mistake("variance of the scaled product (divided by d)", V, """
 def dot_product_variance(d, num_samples=10_000, generator=None):
     q = torch.randn(num_samples, d, generator=generator)
@@ -244,7 +244,7 @@ def scaled_dot_product_attention(q, k, v, mask=None):
     e = scores.exp()
     weights = e / e.sum(-1, keepdim=True)
     return weights @ v, weights
-""", "NaN", selfcheck=False),
+""", "NaN"),
 ]
 
 ALTERNATIVES = [

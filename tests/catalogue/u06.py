@@ -124,7 +124,15 @@ class MultiHeadAttentionWrapper(nn.Module):
         self.heads = nn.ModuleList([CausalAttention(d_in, d_out, context_length, dropout, qkv_bias)] * num_heads)
     def forward(self, x):
         return torch.cat([h(x) for h in self.heads], dim=-1)
-""", "missing: heads.1"),
+""", "holds the same module more than once"),
+    Mistake("heads in a plain Python list", W, """
+class MultiHeadAttentionWrapper(nn.Module):
+    def __init__(self, d_in, d_out, context_length, dropout, num_heads, qkv_bias=False):
+        super().__init__()
+        self.heads = [CausalAttention(d_in, d_out, context_length, dropout, qkv_bias) for _ in range(num_heads)]
+    def forward(self, x):
+        return torch.cat([h(x) for h in self.heads], dim=-1)
+""", "hold its modules in an nn.ModuleList"),
     Mistake("wrapper ignores qkv_bias", W, """
 class MultiHeadAttentionWrapper(nn.Module):
     def __init__(self, d_in, d_out, context_length, dropout, num_heads, qkv_bias=False):

@@ -99,7 +99,7 @@ MISTAKES = [
         self.eps = eps
         self.scale = torch.ones(emb_dim)
         self.shift = torch.zeros(emb_dim)
-"""), "missing: scale"),
+"""), "is a plain tensor: make it an nn.Parameter"),
     Mistake("the formula without 1/d (square root of the sum of squared deviations)", L, _ln("""
     def forward(self, x):
         centred = x - x.mean(dim=-1, keepdim=True)
@@ -204,7 +204,7 @@ class GELU(nn.Module):
         u = math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 3)
         tanh = (torch.exp(2 * u) - 1) / (torch.exp(2 * u) + 1)
         return 0.5 * x * (1 + tanh)
-""", "large inputs", selfcheck=False),
+""", "large inputs"),
     # --- FeedForward ----------------------------------------------------------------------
     Mistake("GELU after the second linear layer too", F, """
 class FeedForward(nn.Module):

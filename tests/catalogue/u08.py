@@ -288,7 +288,7 @@ def get_batch(data, block_size, batch_size, generator=None):
     Mistake("blocks in a plain Python list", GPT,
             gpt().replace("self.blocks = nn.Sequential(*[", "self.block_list = ([")
                  .replace("x = self.blocks(x)", "for block in self.block_list:\n            x = block(x)"),
-            "missing: blocks.0"),
+            "hold its modules in an nn.ModuleList"),
     Mistake("no loss None without targets", GPT,
             gpt().replace("return logits, None", "return logits"), "without targets must return (logits, None)"),
     Mistake("config not kept as cfg", GPT,
@@ -409,7 +409,7 @@ def train_step(model, optimizer, x, y, max_norm=None):
     Mistake("top-k not clamped to V", SAMPLE,
             sampler(topk="kth = torch.topk(logits, top_k).values[:, -1:]\n"
                          "        logits = logits.masked_fill(logits < kth, float('-inf'))"),
-            "larger than the vocabulary", selfcheck=False),
+            "larger than the vocabulary"),
     Mistake("nucleus summed in the tokens' own order", SAMPLE, sampler(
         topp="keep_sorted = probs.cumsum(dim=-1) - probs < top_p\n"
              "        order = torch.arange(probs.shape[-1]).expand_as(probs)"), "in the tokens' own order"),
@@ -424,7 +424,7 @@ def train_step(model, optimizer, x, y, max_norm=None):
             sampler(topp="keep_sorted = sorted_probs >= top_p"), "dropped the tokens whose probability is below p"),
     Mistake("nucleus without the token that crosses p", SAMPLE,
             sampler(topp="keep_sorted = cum <= top_p"), "leaves out the token that makes the running sum reach p",
-            selfcheck=False),
+            ),
     Mistake("nucleus without the crossing token, at least one kept", SAMPLE,
             sampler(topp="keep_sorted = cum <= top_p\n        keep_sorted[:, 0] = True"),
             "leaves out the token that makes the running sum reach p"),
@@ -433,7 +433,7 @@ def train_step(model, optimizer, x, y, max_norm=None):
         "temperature 0 means argmax"),
     Mistake("generator ignored in sampling", SAMPLE,
             sampler().replace("torch.multinomial(probs, 1, generator=generator)", "torch.multinomial(probs, 1)"),
-            "pass `generator`", selfcheck=False),
+            "pass `generator`"),
     Mistake("returns shape (B,)", SAMPLE,
             sampler().replace("torch.multinomial(probs, 1, generator=generator)",
                               "torch.multinomial(probs, 1, generator=generator)[:, 0]"), "shape (B, 1)"),
@@ -453,7 +453,7 @@ def train_step(model, optimizer, x, y, max_norm=None):
     Mistake("only the new tokens returned", GEN, generator_code().replace(
         "    return idx\n", "    return idx[:, -max_new_tokens:]\n"), "only the new tokens"),
     Mistake("top_k not passed on", GEN, generator_code(sampling="temperature, None, top_p, generator"),
-            "top_k is not passed on", selfcheck=True),
+            "top_k is not passed on"),
     Mistake("generator not passed on", GEN, generator_code(sampling="temperature, top_k, top_p"),
             "`generator` is not passed on"),
     Mistake("no sampling option passed on", GEN, generator_code(sampling=""), "drops the sampling options"),
@@ -515,7 +515,7 @@ def train_step(model, optimizer, x, y, max_norm=None):
         "    if top_k is not None:\n"
         "        kth = torch.topk(probs, min(top_k, probs.shape[-1])).values[:, -1:]\n"
         "        probs = torch.softmax(probs.masked_fill(probs < kth, float('-inf')), dim=-1)\n"), "softmax twice",
-        selfcheck=False),   # on the self-check's top-k example it moves the distribution by a total variation of
+        ),   # on the self-check's top-k example it moves the distribution by a total variation of
     # 0.10, less than the 0.12 by which the sampling judge tells a named mistake from a right answer
     Mistake("token ids as int32", SAMPLE,
             sampler().replace("torch.multinomial(probs, 1, generator=generator)",
