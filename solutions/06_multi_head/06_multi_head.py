@@ -481,7 +481,9 @@ HEADS_SHAPES = [(1, 4, 6, 2), (3, 5, 6, 3), (2, 1, 8, 4), (3, 7, 4, 2), (1, 3, 1
 
 
 def split_examples():
-    return [Case("the labelled (1, 3, 6) tensor, 2 heads", x=HEADS_LABELS.clone(), num_heads=2)]
+    return [Case("the labelled (1, 3, 6) tensor, 2 heads", x=HEADS_LABELS.clone(), num_heads=2),
+            Case("entries numbered 0 to 23 in a (2, 2, 6) batch, 3 heads", x=torch.arange(24.0).view(2, 2, 6),
+                 num_heads=3)]
 
 
 def split_cases(g):
@@ -745,7 +747,8 @@ def mha_parts(x, state, num_heads, scale_dim=None, split="right", merge="right",
     q, k, v = (to_heads(x.double() @ p[f"{n}.weight"].T + p.get(f"{n}.bias", 0.0)) for n in projections)
     future = torch.ones(T, T, dtype=torch.bool).triu(1)
     scores = q @ k.transpose(-2, -1) / math.sqrt(scale_dim or hd)      # (B, H, T, T)
-    blocked = {"before": future, "inverted": ~future, "diagonal": future | torch.eye(T, dtype=torch.bool)}.get(mask)
+    blocked = {"before": future, "inverted": ~future, "past": future.T,
+               "diagonal": future | torch.eye(T, dtype=torch.bool)}.get(mask)
     masked = scores if blocked is None else scores.masked_fill(blocked, float("-inf"))
     weights = torch.softmax(masked, dim=softmax_dim)
     if mask == "after":
@@ -807,6 +810,9 @@ def mha_mistakes(x, d_out, num_heads, state):
                   "so check which convention your mask uses", output(mask="inverted"))
     yield Mistake("your mask also blocks each token's own position (the diagonal), so the first token sees nothing: "
                   "only keys after the query are blocked", output(mask="diagonal"))
+    yield Mistake("your mask is the mirror image of the causal one: it blocks the past (below the diagonal) and lets "
+                  "the future through. The blocked part lies above the diagonal: torch.triu(..., diagonal=1)",
+                  output(mask="past"))
 
 
 def mha_dropout_examples():

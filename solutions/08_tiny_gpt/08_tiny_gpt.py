@@ -733,7 +733,8 @@ def tinygpt_examples():
     idx = torch.tensor([[3, 1, 4, 1, 5, 0], [2, 7, 1, 6, 2, 6]])
     targets = torch.tensor([[1, 4, 1, 5, 0, 2], [7, 1, 6, 2, 6, 3]])
     return [tinygpt_case(g, 8, 8, 8, 2, 1, False, 0.1, False, idx, targets),
-            tinygpt_case(g, 8, 8, 8, 2, 1, False, 0.1, True, idx[:1, :4], targets[:1, :4])]
+            tinygpt_case(g, 8, 8, 8, 2, 1, False, 0.1, True, idx[:1, :4], targets[:1, :4]),
+            tinygpt_case(g, 7, 6, 8, 2, 2, False, 0.0, False, idx[:, :5] % 7, targets[:, :5] % 7)]   # sizes differ
 
 
 def tinygpt_cases(g):
@@ -968,7 +969,8 @@ def param_count_examples():
     gpt2 = gpt_config(50257, 1024, 768, 12, 12, qkv_bias=True)
     return (count_parts(notebook, False) + count_parts(notebook, True, ("out_head", "total"))
             + count_parts(gpt2, True, name="GPT-2 small (V=50257, context 1024, width 768, 12 heads, 12 layers, "
-                                           "qkv_bias=True)"))
+                                           "qkv_bias=True)")
+            + count_parts(gpt_config(11, 9, 8, 2, 3), False, ("total",)))   # heads and layers differ
 
 
 def param_count_cases(g):

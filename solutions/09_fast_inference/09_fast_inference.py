@@ -942,7 +942,8 @@ SMALL = dict(vocab_size=7, context_length=8, emb_dim=8, num_heads=2, num_layers=
 
 def forward_cached_examples():
     g = torch.Generator().manual_seed(5)
-    return [forward_cached_case(g, SMALL, 1, [3, 1, 2]), forward_cached_case(g, SMALL, 2, [1, 1, 1, 1])]
+    return [forward_cached_case(g, SMALL, 1, [3, 1, 2]), forward_cached_case(g, SMALL, 2, [1, 1, 1, 1]),
+            forward_cached_case(g, dict(SMALL, context_length=6, num_layers=2), 1, [2, 1, 1])]
 
 
 def forward_cached_cases(g):
@@ -2632,7 +2633,8 @@ def cache_examples():
             cache_case("GPT-2 small: emb_dim 768, 12 heads, 12 layers, 1024 tokens in float16", 768, 12, 12, 1024,
                        dtype="float16"),
             cache_case("emb_dim 4096, 32 heads, 32 layers, 4096 tokens, 4 texts, float16, 8 key/value heads", 4096,
-                       32, 32, 4096, batch_size=4, dtype="float16", num_kv_heads=8)]
+                       32, 32, 4096, batch_size=4, dtype="float16", num_kv_heads=8),
+            cache_case("emb_dim 12, 3 heads, 2 layers, 5 tokens (every size differs)", 12, 3, 2, 5)]
 
 
 def cache_cases(g):

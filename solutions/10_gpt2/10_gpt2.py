@@ -606,7 +606,8 @@ def gpt2_case(label, config, seed, batch, tokens, prefix="", masked_bias=False, 
 def load_gpt2_examples():
     return [gpt2_case("the tiny GPT-2 of tiny_state_dict(), names as the checkpoint stores them", TINY, 0, 1, 8),
             gpt2_case("a tiny GPT-2 as GPT2LMHeadModel.state_dict() names it (transformer. prefix, lm_head.weight), "
-                      "with the older checkpoints' attn.masked_bias", TINY, 1, 2, 6, "transformer.", True, True)]
+                      "with the older checkpoints' attn.masked_bias", TINY, 1, 2, 6, "transformer.", True, True),
+            gpt2_case("a tiny GPT-2 of 3 layers, 2 heads each", dict(TINY, num_layers=3), 2, 1, 5)]
 
 
 def load_gpt2_cases(g):

@@ -242,6 +242,10 @@ def merge_heads(x):
             "depends on future tokens"),
     Mistake("mask convention inverted (blocks the past)", M, _forward("self.mask[:T, :T]", "~self.mask[:T, :T]"),
             "blocks the past"),
+    Mistake("mirrored mask: the past blocked (tril with diagonal=-1)", M, _mha(_FORWARD, _MHA_INIT.replace(
+        "torch.triu(torch.ones(context_length, context_length), diagonal=1)",
+        "torch.tril(torch.ones(context_length, context_length), diagonal=-1)")),
+            "mirror image of the causal one"),
     Mistake("mask blocks the diagonal too", M, _mha(_FORWARD,
                                                     _MHA_INIT.replace("diagonal=1", "diagonal=0")),
             "own position"),
