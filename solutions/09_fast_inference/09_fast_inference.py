@@ -2088,9 +2088,9 @@ for name, text_ids_early, kept in early:
 # prefill, or training) still runs attention the way unit 04 does: a `(T, T)` matrix of scores
 # per head, its softmax, then the weighted sum of the values. Memory grows with `T²`: at 4096
 # tokens, 12 heads and float32, the scores of one layer take 12 × 4096² × 4 bytes ≈ 805 MB.
-# FlashAttention computes the same output (up to rounding) without ever holding those
-# matrices. Its central idea is the **online softmax**: a softmax computed in one pass, block by
-# block, keeping only two running numbers per query.
+# FlashAttention (Dao et al., 2022; Dao, 2023) computes the same output (up to rounding) without
+# ever holding those matrices. Its central idea is the **online softmax** (Milakov & Gimelshein,
+# 2018): a softmax computed in one pass, block by block, keeping only two running numbers per query.
 #
 # Start with one row of scores seen one number at a time, `s = [1, 3, 2, 5]`. The softmax needs
 # the maximum `m` (subtracted for stability, unit 02) and the sum `l = Σ exp(s_j − m)`. Both
@@ -3444,8 +3444,8 @@ for name, values in kept.items():
 #   block's weights in the backward pass, `P = exp(S − L)`, with `dS = P ∘ (dP − rowsum(dO ∘ O))`:
 #   the memory kept for the backward pass then grows as `T`, not `T²`.
 #
-# This is the last unit of the course: from a dot product of two word vectors to a GPT that
-# writes fast.
+# **Next — unit 10 (bonus):** load OpenAI's GPT-2 small into your own code, generate with this
+# unit's cache, and look in its heads for the attention sink our small model lacked.
 
 
 # %% [markdown]
