@@ -903,7 +903,7 @@ print("sampled (temperature 0.8, top-p 0.9):", repr(tokenizer.decode(sampled[0, 
 plain_positions = sum(T0 + step for step in range(new_tokens))    # generate: the whole text, every step
 cached_positions = T0 + new_tokens - 1                             # the prompt once, then one token a step
 print(f"positions through the blocks: {plain_positions:,} plain, {cached_positions:,} cached: "
-      f"×{plain_positions / cached_positions:.1f} fewer multiplications by the weights")
+      f"{plain_positions / cached_positions:.1f} times fewer multiplications by the weights")
 print(f"weights read from memory at every step, cache or not: "
       f"{sum(p.numel() * p.element_size() for p in gpt2.parameters()) / 1e6:,.1f} MB")
 
