@@ -78,6 +78,8 @@ def main() -> None:
     if args.offline:
         del configurations["full size"]
     os.environ.pop("NBGRADER_EXECUTION", None)   # the learner's run, not the grader's short one
+    if args.keep:
+        args.keep.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / f"{unit}.ipynb"
         nbformat.write(student_notebook(unit, language=args.language), path)

@@ -38,7 +38,7 @@
 # offline, or under the grader, the cell that loads GPT-2 says so in one line and everything below
 # runs on a **small GPT-2 with random weights** in the same format: every equality holds, but what
 # it says and where it looks mean nothing. The exercises never need the download. With GPT-2 small
-# the notebook takes about a minute and a half on a two-core laptop CPU.
+# the notebook takes about two minutes on a two-core laptop CPU (100 to 130 s measured).
 
 # %% nbgrader={"grade": false, "grade_id": "install_course", "locked": true, "schema_version": 3, "solution": false, "task": false}
 # The self-checks come with the course's package. On a hosted notebook (Colab, a JupyterHub image)
@@ -800,11 +800,12 @@ print([(i, tokenizer.decode([i])) for i in tokenizer.encode("The attention layer
 print("<|endoftext|> is", tokenizer.encode("<|endoftext|>"))
 
 # %% [markdown]
-# Now the test that matters. Hugging Face's `transformers` has its own GPT-2, written by other
-# people from the same paper: `GPT2LMHeadModel`. Load the same state dict into it and feed both
-# models the same sentence. If your loader put every number in its place, the two agree up to
-# float32 rounding: the largest difference is a small multiple of float32's precision (about 1e-7)
-# times the largest logit (the course measured 7.8e-7 on random full-size weights; the two
+# Now the test that matters. Hugging Face's `transformers` has its own GPT-2, ported from the
+# code OpenAI released with it, independent of yours, which is what the proof needs:
+# `GPT2LMHeadModel`. Load the same state dict into it and feed both models the same sentence. If
+# your loader put every number in its place, the two agree up to float32 rounding: the largest
+# difference is a small multiple of float32's precision (about 1e-7) times the largest logit (the
+# course measured 7.8e-7 of the largest logit on random full-size weights; the two
 # implementations add up in different orders, so not exactly 0), every position predicts the
 # same next token, and greedy decoding writes the same tokens as `GPT2LMHeadModel.generate`,
 # the test minGPT runs on its own loader.
@@ -1145,17 +1146,21 @@ print("highest induction scores (layer.head): " + ", ".join(f"{l}.{h}: {scores[l
 # The first of the two steps below: how much each head attends to the token just before the query.
 previous = maps.diagonal(offset=-1, dim1=-2, dim2=-1).mean(dim=-1).cpu()                       # (L, H)
 leaders = [divmod(i, gpt_cfg.num_heads) for i in previous.flatten().argsort(descending=True)[:4].tolist()]
+print(f"an even spread over the keys would give an induction score of about "
+      f"{(1 / torch.arange(period + 1, 2 * period + 1)).mean():.3f}")               # queries of the second copy
 print("highest previous-token scores (layer.head): "
       + ", ".join(f"{l}.{h}: {previous[l, h]:.2f}" for l, h in leaders))
-print(f"an even spread over the keys would give about {(1 / torch.arange(period + 1, 2 * period + 1)).mean():.3f}")
+print(f"an even spread over the keys would give a previous-token score of about "
+      f"{(1 / torch.arange(2, maps.shape[-1] + 1)).mean():.3f}")                     # every query from position 1
 
 # %% [markdown]
 # Compare your top heads with the heads Wang et al. name for GPT-2 small: 5.5 and 6.9 in the
 # paper, and 5.5, 5.8, 5.9 and 6.9 in the circuit they released; Vig & Belinkov (2019, §5.3.3)
 # single out head 5.1 for words in repeated phrases. A score near 1 means the head, at every
 # position of the second copy, puts almost all its attention on the one token an induction head
-# needs. The previous-token heads, the second line, should sit in earlier layers than the
-# induction heads: the next section says why.
+# needs. Each score has its own even-spread baseline, printed under it. The previous-token heads
+# should sit in earlier layers than the induction heads: the paragraphs after the measurement
+# below say why.
 #
 # A picture of attention is not yet evidence that the model *uses* it. Two measurements are. First,
 # the loss. In the first copy the next token is random. A model that guessed evenly would score
@@ -1206,15 +1211,19 @@ with heads_zeroed(gpt2, top):
     _, without_top = copy_losses(gpt2, repeated, period)
 others = [(l, h) for l in range(gpt_cfg.num_layers) for h in range(gpt_cfg.num_heads) if (l, h) not in top]
 low = [(l, h) for l, h in others if scores[l, h] <= scores.median()]      # heads with a low induction score
-controls = []
+controls, with_previous = [], []
 for draw in range(3 if QUICK else 10):
-    with heads_zeroed(gpt2, random.Random(draw).sample(low, len(top))):
+    drawn = random.Random(draw).sample(low, len(top))
+    with heads_zeroed(gpt2, drawn):
         controls.append(copy_losses(gpt2, repeated, period)[1])
+    if any(head in leaders for head in drawn):                          # a top previous-token head among them
+        with_previous.append(f"{controls[-1]:.2f} ({', '.join(f'{l}.{h}' for l, h in drawn if (l, h) in leaders)})")
 print(f"loss in the first copy: {first_copy:.2f} (ln V = {math.log(gpt_cfg.vocab_size):.2f}); "
       f"in the second: {second_copy:.2f}")
 print(f"second copy with the top heads {', '.join(f'{l}.{h}' for l, h in top)} switched off: {without_top:.2f}")
 print(f"second copy with 4 low-scoring heads switched off instead, {len(controls)} draws: median "
       f"{statistics.median(controls):.2f}, from {min(controls):.2f} to {max(controls):.2f}")
+print("draws that switched off a top previous-token head: " + (", ".join(with_previous) or "none"))
 
 # %% [markdown]
 # With GPT-2's weights, read three numbers. The drop from the first copy to the second is
@@ -1222,9 +1231,12 @@ print(f"second copy with 4 low-scoring heads switched off instead, {len(controls
 # loss in the second copy rises clearly when the top heads go, and the controls stay well below
 # that, those heads do the copying: causal evidence, not only a picture, and at a size where
 # Olsson et al. had only correlations ("for larger models with MLPs, we present correlational
-# evidence"). If a control rises too, it may have drawn heads of the same machinery: Wang et al.'s
-# circuit has more copying heads than four. Whether the loss comes back all the way to the first
-# copy's, your run will show.
+# evidence"). If a control rises too, look at the last line: a previous-token head scores low on
+# induction, so it can be drawn as a control, yet every induction head needs it for the first of
+# its two steps (below); Wang et al. name 2.2 and 4.11 in GPT-2 small. A rising draw that switched
+# one off shows the circuit's first step, not a flaw in the control. Wang et al.'s circuit also
+# has more copying heads than four. Whether the loss comes back all the way to the first copy's,
+# your run will show.
 #
 # This is not the head you found in unit 08. There a head in the last layer attended straight to
 # the name it would copy, the one the grammar pointed to; the feed-forward layer and the output
@@ -1246,10 +1258,9 @@ print(f"second copy with 4 low-scoring heads switched off instead, {len(controls
 # whatever it says. Softmax must give its weights to something, and a token every query can see
 # is a convenient place to leave what a head does not need. For GPT-2 small itself, Vig &
 # Belinkov (2019, §5.2.3) found 57% of the attention on the first token on average, some heads
-# above 97%, and little in the first layers; their sentences were short (28 tokens on average)
-# and their queries started at position 1, where this unit's start at 4. GPT-2 has no
-# beginning-of-text token unless one is prepended (`<|endoftext|>`, id 50256, as TransformerLens
-# and ARENA do); here the first token is the text's own first word. Whether GPT-2 small does the
+# above 97%, and little in the first layers; their sentences were short (28 tokens on average).
+# GPT-2 has no beginning-of-text token unless one is prepended (`<|endoftext|>`, id 50256, as
+# TransformerLens and ARENA do); here the first token is the text's own first word. Whether GPT-2 small does the
 # same on this text, and in which layers, is what your run measures.
 #
 # The text: a few paragraphs of English (given), its first 400 tokens at most.
@@ -1369,7 +1380,8 @@ run(Spec("first_token_share", call_first_token_share, sink_oracle, examples=sink
 # Layer by layer: the mean over the heads and the largest head, against the share that an even
 # spread over the keys would give. The last line swaps the text's first word for a newline: if
 # the share hardly moves, what the first token says does not matter, only where it stands
-# (StreamingLLM found the same with four newlines in place of the first tokens, their Table 1).
+# (StreamingLLM found the content unimportant for the loss: four newlines in place of the first
+# four tokens keep the perplexity about as low, their Table 1).
 
 # %%
 share = first_token_share(text_maps).cpu()                                               # (L, H)
@@ -1470,33 +1482,37 @@ plt.show()
 print(f"the whole context: {whole:.3f} nats per token, on positions {scored} to {T - 2}")
 for name, values in rolling.items():
     print(f"{name}: " + "  ".join(f"W={w}: {v:.3f}" for w, v in zip(windows, values)))
-# The same tokens, scored with and without the first four: the difference token by token, and its
-# standard error (how far the mean of that difference would move on another text like this one).
+# The same tokens, scored with and without the first four: the difference token by token, and the
+# standard error of its mean over these tokens (neighbouring tokens are correlated, so it is
+# optimistic: a rough bar, and it says nothing of other texts).
 w = windows[0]
 paired = token_losses(windowed_logits(gpt2, text, w)) - token_losses(windowed_logits(gpt2, text, w, range(4)))
 print(f"W={w}, losing the first 4 against keeping them: {paired.mean().item():+.3f} ± "
       f"{(paired.std() / len(paired) ** 0.5).item():.3f} nats per token (standard error, {len(paired)} tokens)")
-# Where the effect comes from: the cache rolls in the first half of the layers only, then in the second half.
+# Where keeping the first four matters: the cache rolls in the first half of the layers only, then in
+# the second half, and the same paired difference is taken there.
 half = gpt_cfg.num_layers // 2
 for name, layers in (("the first", range(half)), ("the second", range(half, gpt_cfg.num_layers))):
-    print(f"W={w}, rolling in {name} half of the layers only: {rolling_loss(w, rolling=set(layers)):.3f}")
+    lose = (token_losses(windowed_logits(gpt2, text, w, rolling=set(layers)))
+            - token_losses(windowed_logits(gpt2, text, w, range(4), set(layers))))
+    print(f"W={w}, rolling in {name} half of the layers only, losing the first 4 against keeping them: "
+          f"{lose.mean().item():+.3f} ± {(lose.std() / len(lose) ** 0.5).item():.3f} nats per token")
 
 # %% [markdown]
 # **Read your numbers, and say only what they show.** This is one model and one text of a few
 # hundred tokens. The paired line compares the same tokens with and without the first four: a
-# mean difference within about two standard errors of 0 is no effect on this text; the spread
-# that matters most, from one text to another, would need more texts.
+# mean difference within about two standard errors of 0 is no detectable effect on this text; the
+# spread that matters most, from one text to another, would need more texts.
 #
 # - If the rolling cache's loss jumps far above the whole context's when the first tokens leave
 #   it, and keeping the first four brings most of it back, GPT-2 shows the StreamingLLM effect
-#   that unit 09's tiny model lacked. The last two lines say which half of the layers it comes
-#   from: the half whose rolling alone costs most.
-# - If keeping the first four changes little, the effect is absent here: say so. Length is not
-#   why: StreamingLLM's window attention fails as soon as the text outgrows a cache of 1,024
-#   tokens (Xiao et al., Table 1). What differs is the positions: StreamingLLM numbers the
-#   positions inside the cache anew, which relative positions allow (rotary, ALiBi), while GPT-2's
-#   learned absolute positions keep each token where it was; and the windows here hold at most
-#   128 tokens, against their 1,020.
+#   that unit 09's tiny model lacked. The last two lines take the same paired difference with the
+#   cache rolling in one half of the layers only: where keeping the first four matters most.
+# - If keeping the first four changes little, say so: this run cannot say why. Length alone is
+#   not the reason: StreamingLLM's window attention fails as soon as the text outgrows its cache
+#   (Xiao et al., the abstract and Fig. 3). The candidates: GPT-2 small may lean on its first
+#   token less than the models they measured; the windows here hold at most 128 tokens, against
+#   their 1,020; and this is one short text.
 #
 # With the small random GPT-2 neither curve means anything: it has no sink to lose.
 #
@@ -1508,7 +1524,8 @@ for name, layers in (("the first", range(half)), ("the second", range(half, gpt_
 #   `c_attn` fuses the three projections, a buffer named `bias` is a mask, the head is tied. A
 #   loader is proved by comparing outputs with an independent implementation, never by its running
 #   without an error: a forgotten transpose of a square matrix runs fine.
-# - The key/value cache saves most of the work on a model this size.
+# - The key/value cache saves most of the arithmetic; the time falls less, since every step still
+#   reads every weight.
 # - Induction heads and the attention sink are things you can now measure in any model you can
 #   load into your code: find them by their attention, then test what they do: switch a head off,
 #   or evict a token from the cache.
