@@ -36,6 +36,11 @@ def kinds(unit: str) -> dict[str, nbformat.NotebookNode]:
 @dataclass(frozen=True)
 class GradedCourse:
     results: dict[tuple[str, str], dict]   # (kind, unit) -> its result, as `grade --json` prints it
+    root: Path                             # the course folder it was graded in
+
+    def feedback(self, kind: str, unit: str) -> Path:
+        """The feedback page grading wrote for one notebook."""
+        return self.root / "feedback" / kind.replace(" ", "-") / unit / f"{unit}.html"
 
     def result(self, kind: str, unit: str) -> dict:
         return self.results[(kind, unit)]
@@ -53,7 +58,7 @@ def graded_course(shared: Path) -> GradedCourse:
         if not stored.exists():
             stored.write_text(_grade(shared / "graded-course"), encoding="utf-8")
     return GradedCourse({(r["student"].replace("-", " "), r["unit"]): r
-                         for r in json.loads(stored.read_text(encoding="utf-8"))})
+                         for r in json.loads(stored.read_text(encoding="utf-8"))}, shared / "graded-course")
 
 
 def _grade(root: Path) -> str:

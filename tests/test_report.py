@@ -12,7 +12,7 @@ def _result(student: str, unit: str, passed: list[bool], mistake: str | None = N
     return NotebookResult(f"{unit}.ipynb", unit, student, exercises, **kw)
 
 
-def _class() -> list[NotebookResult]:
+def sample_class() -> list[NotebookResult]:
     cosine = "you computed the cosine <script>alert(1)</script>"
     return [_result("ann", "01_dot_product", [True, True]),
             _result("bob", "01_dot_product", [False, True], cosine),
@@ -22,14 +22,14 @@ def _class() -> list[NotebookResult]:
 
 
 def test_pass_rates():
-    rates = pass_rates(_class())
+    rates = pass_rates(sample_class())
     assert rates["01_dot_product"] == {"u01_ex0_check": 1 / 3, "u01_ex1_check": 2 / 3}
     assert rates["02_softmax"] == {"u01_ex0_check": 1.0, "u01_ex1_check": 0.0}
 
 
 def test_report_is_one_file_with_charts_mistakes_and_problems(tmp_path):
     path = tmp_path / "report.html"
-    write_report(_class(), path)
+    write_report(sample_class(), path)
     text = path.read_text()
     assert text.count("data:image/png;base64,") == 4          # a histogram and a pass-rate chart per unit
     assert "<script>" not in text and "&lt;script&gt;" in text  # learner text is escaped
@@ -42,9 +42,9 @@ def test_report_is_one_file_with_charts_mistakes_and_problems(tmp_path):
 def test_a_notebook_left_to_grade_again_counts_in_no_chart_and_is_listed(tmp_path):
     waiting = _result("fay", "01_dot_product", [False, False],
                       regrade="not graded: the machine failed before the notebook's first cell ran")
-    assert pass_rates(_class() + [waiting]) == pass_rates(_class())
+    assert pass_rates(sample_class() + [waiting]) == pass_rates(sample_class())
     path = tmp_path / "report.html"
-    write_report(_class() + [waiting], path)
+    write_report(sample_class() + [waiting], path)
     text = path.read_text()
     assert "1 of them not graded yet" in text and "to grade again" in text
     assert "mean score 1.0, median 1 of 2" in text                  # fay's zeros are not scores

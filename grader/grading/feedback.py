@@ -96,8 +96,11 @@ class FeedbackExporter(HTMLExporter):
         outputs' metadata plain (safe_html.plain_metadata)."""
         nb = copy.deepcopy(nb)
         safe_html.PlainMetadata().preprocess(nb, {})
+        for cell in nb.cells:
+            for output in cell.get("outputs", []):
+                safe_html.without_colour(output)
         page, resources = super().from_notebook_node(nb, resources, **kw)
-        return safe_html.with_policy(page), resources
+        return safe_html.readable(safe_html.with_policy(page), course.language_of(nb)), resources
 
     @pass_context
     def markdown2html(self, context, source: str) -> str:

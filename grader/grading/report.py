@@ -43,15 +43,15 @@ def write_report(results: list[NotebookResult], path: Path, title: str = "Class 
     left = sum(1 for r in results if r.regrade)
     waiting = (f" {left} of them not graded yet: the machine failed to run them; grading the class again "
                "grades them." if left else "")
-    parts = [f"<!doctype html><meta charset='utf-8'>{safe_html.POLICY_META}<title>{html.escape(title)}</title>"
-             f"<style>{STYLE}</style>",
+    parts = [f"<!doctype html><html lang='en'><head><meta charset='utf-8'>{safe_html.POLICY_META}"
+             f"<title>{html.escape(title)}</title><style>{STYLE}</style>{safe_html.readable_style()}</head><body><main>",
              f"<h1>{html.escape(title)}</h1><p>{len(results)} notebooks from {students} students.{waiting}</p>"]
     by_unit: dict[str, list[NotebookResult]] = defaultdict(list)
     for result in results:
         if result.unit and not result.regrade:
             by_unit[result.unit].append(result)
     parts += [_unit_section(unit, by_unit[unit]) for unit in sorted(by_unit)]
-    parts.append(_problems_section(results))
+    parts += [_problems_section(results), "</main></body></html>"]
     Path(path).write_text("\n".join(parts), encoding="utf-8")
 
 
@@ -85,7 +85,7 @@ def _problems_section(results: list[NotebookResult]) -> str:
                    f"<td><ul>{''.join(f'<li>{html.escape(p)}</li>' for p in r.problems())}</ul></td></tr>"
                    for r in sorted(flagged, key=lambda r: (r.student or "", r.unit or "")))
     return ("<h2>Flagged or failed submissions</h2><table><tr><th>student</th><th>unit</th><th>file</th>"
-            f"<th></th><th>reasons</th></tr>{rows}</table>")
+            f"<th>status</th><th>reasons</th></tr>{rows}</table>")
 
 
 def _status(result: NotebookResult) -> str:

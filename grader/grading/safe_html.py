@@ -18,6 +18,7 @@ from __future__ import annotations
 import functools
 import html
 import json
+import re
 from pathlib import Path
 
 import bleach
@@ -58,6 +59,64 @@ def with_policy(page: str) -> str:
     return page[:at] + POLICY_META + page[at:]
 
 
+HTML_LANG = {"en": "en", "zh": "zh-Hans"}
+CODE_BACKGROUND = "#f5f5f5"   # the grey of input cells in nbconvert's and nbgrader's templates
+
+
+def contrast(foreground: str, background: str) -> float:
+    """WCAG 2.1's contrast ratio of two colours written #rrggbb (1 to 21)."""
+    def luminance(colour: str) -> float:
+        value = colour.lstrip("#")
+        value = "".join(c * 2 for c in value) if len(value) == 3 else value
+        linear = [(c / 12.92 if c <= 0.03928 else ((c + 0.055) / 1.055) ** 2.4)
+                  for c in (int(value[i:i + 2], 16) / 255 for i in (0, 2, 4))]
+        return 0.2126 * linear[0] + 0.7152 * linear[1] + 0.0722 * linear[2]
+    light, dark = sorted((luminance(foreground), luminance(background)), reverse=True)
+    return (light + 0.05) / (dark + 0.05)
+
+
+def darkened(colour: str, background: str, ratio: float = 4.6) -> str:
+    """`colour`, darkened in steps of 4% until it stands out from `background` by `ratio`."""
+    value = colour.lstrip("#")
+    rgb = [int(value[i:i + 2], 16) for i in (0, 2, 4)]
+    while contrast(written := "#" + "".join(f"{c:02x}" for c in rgb), background) < ratio:
+        rgb = [int(c * 0.96) for c in rgb]
+    return written
+
+
+@functools.cache
+def readable_style() -> str:
+    """What nbconvert's and nbgrader's templates miss of WCAG 2.1 AA, for every page the course
+    writes: links dark enough on grey (4.5:1) and underlined, told apart from the text around them
+    by more than colour; white links on nbgrader's blue cell headings; and each colour of the code
+    highlighting (pygments' default style) darkened where it falls below 4.5:1 on the cells' grey."""
+    from pygments.styles import get_style_by_name
+    from pygments.token import STANDARD_TYPES, Whitespace
+
+    rules = ["a,a:visited{color:#0b4f8a;text-decoration:underline}",
+             "div.nbgrader_cell.panel-primary .panel-heading a{color:#fff}"]
+    for token, style in get_style_by_name("default"):
+        colour = style["color"]
+        if colour and token is not Whitespace and contrast(f"#{colour}", CODE_BACKGROUND) < 4.5:
+            rules.append(f".highlight .{STANDARD_TYPES[token]}{{color:{darkened(f'#{colour}', CODE_BACKGROUND)}}}")
+    return f"<style>{''.join(rules)}</style>"
+
+
+def readable(page: str, language: str) -> str:
+    """`page` with the language of its text on <html> (a screen reader picks its voice by it) and
+    `readable_style()` last in its head."""
+    lang = HTML_LANG.get(language, language)
+    start = page.find("<html")
+    if start >= 0:
+        end = page.find(">", start)
+        tag = re.sub(r"\slang=(\"[^\"]*\"|'[^']*'|\S+)", "", page[start:end])
+        page = page[:start] + f'{tag} lang="{lang}"' + page[end:]
+    else:
+        page = f'<html lang="{lang}">' + page
+    at = page.find("</head>")
+    return page[:at] + readable_style() + page[at:] if at >= 0 else readable_style() + page
+
+
 def plain_metadata(output):
     """An output with no metadata but an image's width and height, as whole numbers: every page
     made from a learner's notebook writes them into HTML, and nbconvert's template writes a width
@@ -78,6 +137,19 @@ def _pixels(value) -> int | None:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < 100_000:
         return None
     return int(value)
+
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+
+
+def without_colour(output):
+    """An error's traceback or a stream's text without terminal colours: IPython colours
+    tracebacks inline (green on grey, 3.9:1), which no page's style can darken."""
+    if output.get("output_type") == "error":
+        output.traceback = [_ANSI.sub("", line) for line in output.get("traceback", [])]
+    elif output.get("output_type") == "stream" and isinstance(output.get("text"), str):
+        output.text = _ANSI.sub("", output.text)
+    return output
 
 
 class PlainMetadata(Preprocessor):
