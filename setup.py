@@ -24,7 +24,7 @@ CONTENT = {
 # import paths notebooks use and the exchange's; in grader/classroom/, all but the exchange and the
 # kernels a learner's server uses on a class hub. (grader.grading and grader.authoring are not listed at all.)
 LEARNERS_MODULES = {
-    "grader": {"__init__", "units", "selfcheck", "spec", "inputs", "progress", "i18n", "exchange"},
+    "grader": {"__init__", "units", "selfcheck", "spec", "inputs", "progress", "i18n", "exchange", "figures"},
     "grader.classroom": {"__init__", "exchange", "kernels"},
 }
 

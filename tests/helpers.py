@@ -62,3 +62,29 @@ def environment_with_our_dependencies(folder: Path, leave_out: frozenset[str] = 
         ours = links
     (site / "course-dependencies.pth").write_text(f"{ours}\n", encoding="utf-8")
     return python
+
+
+def figure_problems(nb, language: str) -> list[str]:
+    """What keeps each figure of an executed notebook from being read without seeing it: an image
+    output without a description (grader.figures.show), one in another language, or one that
+    JupyterLab's view of the output (its text/html) does not carry as `alt`."""
+    import html
+    import re
+
+    from grader.checks.figures import ALT
+
+    opening = {"en": "Figure. ", "zh": "图："}[language]
+    found, figures = [], 0
+    for index, cell in enumerate(nb.cells):
+        for output in cell.get("outputs", []):
+            if "image/png" not in output.get("data", {}):
+                continue
+            figures += 1
+            text = output.get("metadata", {}).get("image/png", {}).get(ALT, "")
+            if not text.startswith(opening) or len(text) < len(opening) + 20:
+                found.append(f"cell {index}: {text[:80]!r} is not a description in {language}")
+            elif language == "en" and re.search(r"[\u4e00-\u9fff]", text):
+                found.append(f"cell {index}: Chinese in an English description")
+            elif f'alt="{html.escape(text)}"' not in output.data.get("text/html", ""):
+                found.append(f"cell {index}: JupyterLab's view of the figure lacks the description")
+    return found if figures else ["no figure at all"]

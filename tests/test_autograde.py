@@ -7,6 +7,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from helpers import figure_problems
 from reference import student_notebook
 
 from grader import course, notebook
@@ -55,6 +56,8 @@ def test_reference_full_blank_zero_and_grader_agrees_with_nbgrader(unit, tmp_pat
         assert result["max_score"] == sum(full.values())
         if student == "blank":
             assert all("not written yet" in e["feedback"] for e in result["exercises"]), result
+    reference = notebook.read(tmp_path / "course" / "autograded" / "reference" / unit / f"{unit}.ipynb")
+    assert figure_problems(reference, "en") == []   # every figure described, for a screen reader
 
 
 @pytest.mark.parametrize("unit", course.units())
@@ -72,3 +75,5 @@ def test_the_chinese_edition_grades_the_same_through_nbgrader(unit, tmp_path, mo
     errors = [o.get("evalue", "") for c in autograded.cells if notebook.is_test(c) for o in c.get("outputs", [])
               if o.get("output_type") == "error"]
     assert any("还没有写" in e for e in errors) and not any("not written yet" in e for e in errors), errors[:3]
+    reference = notebook.read(tmp_path / "course" / "autograded" / "reference" / unit / f"{unit}.ipynb")
+    assert figure_problems(reference, "zh") == []   # every figure described, in Chinese

@@ -273,6 +273,11 @@ def test_a_learner_alone_works_through_unit_01_and_opens_every_unit(browser, tmp
             # JupyterLab leaves the learner at the last cell; the failed self-check brings itself
             # into view, so the stop is what the learner sees.
             playwright.expect(errors.first).to_be_in_viewport(timeout=10_000)
+            # The figure above the first exercise says what it shows, to a screen reader: the
+            # words and their coordinates, as the image's alt (grader.figures.show).
+            figure = page.locator(".jp-OutputArea-output img").first
+            playwright.expect(figure).to_have_attribute(
+                "alt", re.compile(r"^Figure\. The sentence as six arrows in 3-D: .*journey at \(0\.55, 0\.87, 0\.66\)"))
 
             # An answer typed but not run: the check says to run that cell.
             type_without_running(page, RIGHT)

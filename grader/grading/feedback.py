@@ -100,6 +100,7 @@ class FeedbackExporter(HTMLExporter):
             for output in cell.get("outputs", []):
                 safe_html.without_colour(output)
         page, resources = super().from_notebook_node(nb, resources, **kw)
+        page = safe_html.described_images(page, nb)
         return safe_html.readable(safe_html.with_policy(page), course.language_of(nb)), resources
 
     @pass_context

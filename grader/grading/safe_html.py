@@ -27,6 +27,8 @@ from jinja2 import pass_context
 from nbconvert.filters.markdown_mistune import IPythonRenderer, MarkdownWithMath
 from nbconvert.preprocessors import Preprocessor
 
+from ..checks.figures import ALT
+
 TEMPLATES = Path(__file__).resolve().parent / "templates"   # mathjax.html.j2: no MathJax; outputs wrap
 
 _MATHML = ("math", "semantics", "annotation", "mrow", "mi", "mn", "mo", "ms", "mtext", "mspace", "msub", "msup",
@@ -103,8 +105,8 @@ def readable_style() -> str:
 
 
 def readable(page: str, language: str) -> str:
-    """`page` with the language of its text on <html> (a screen reader picks its voice by it) and
-    `readable_style()` last in its head."""
+    """`page` with the language of its text on <html> (a screen reader picks its voice by it),
+    `readable_style()` last in its head and its body in a <main> landmark."""
     lang = HTML_LANG.get(language, language)
     start = page.find("<html")
     if start >= 0:
@@ -114,7 +116,15 @@ def readable(page: str, language: str) -> str:
     else:
         page = f'<html lang="{lang}">' + page
     at = page.find("</head>")
-    return page[:at] + readable_style() + page[at:] if at >= 0 else readable_style() + page
+    page = page[:at] + readable_style() + page[at:] if at >= 0 else readable_style() + page
+    body = re.search(r"<body[^>]*>", page)
+    end = page.rfind("</body>")
+    if body and end > body.end():   # one landmark around all of it: a screen reader's "main content"
+        page = page[:body.end()] + "<main>" + page[body.end():end] + "</main>" + page[end:]
+    return page
+
+
+MAX_ALT = 4000    # characters of an image's description kept (grader.figures.show writes a few hundred)
 
 
 def plain_metadata(output):
@@ -126,10 +136,36 @@ def plain_metadata(output):
     kept = {}
     for kind, given in output.metadata.items():
         sizes = {key: _pixels(given.get(key)) for key in ("width", "height")} if isinstance(given, dict) else {}
-        if kind.startswith("image/") and (sizes := {key: size for key, size in sizes.items() if size is not None}):
-            kept[kind] = sizes
+        kept_here = {key: size for key, size in sizes.items() if size is not None}
+        if isinstance(given, dict) and isinstance(given.get(ALT), str):
+            kept_here[ALT] = given[ALT][:MAX_ALT]   # text: the page escapes it (described_images)
+        if kind.startswith("image/") and kept_here:
+            kept[kind] = kept_here
     output.metadata = nbformat.from_dict(kept)
     return output
+
+
+def described(output) -> str | None:
+    """The description an image output carries (grader.figures.show), if any."""
+    given = output.get("metadata", {}).get("image/png", {})
+    return given.get(ALT) if isinstance(given, dict) and isinstance(given.get(ALT), str) else None
+
+
+def described_images(page: str, nb) -> str:
+    """`page` with each described image's `alt` set to its description (nbconvert's templates
+    write none, and nbconvert fills in a placeholder)."""
+    from bs4 import BeautifulSoup
+
+    texts = {output.data["image/png"].strip(): text for cell in nb.cells for output in cell.get("outputs", [])
+             if "image/png" in output.get("data", {}) and (text := described(output))}
+    if not texts:
+        return page
+    soup = BeautifulSoup(page, features="html.parser")
+    for image in soup.select('img[src^="data:image/png;base64,"]'):
+        text = texts.get(image["src"].split(",", 1)[1].strip())
+        if text:
+            image["alt"] = text
+    return str(soup)
 
 
 def _pixels(value) -> int | None:
@@ -158,8 +194,16 @@ class PlainMetadata(Preprocessor):
 
     def preprocess_cell(self, cell, resources, index):
         if cell.cell_type == "code":
-            cell.outputs = [plain_metadata(output) for output in cell.get("outputs", [])]
+            cell.outputs = [_image_first(plain_metadata(output)) for output in cell.get("outputs", [])]
         return cell, resources
+
+
+def _image_first(output):
+    """A described figure shown as its image (with the description as `alt`), not as the HTML
+    JupyterLab shows: pages clean HTML of data: links, which would leave it empty."""
+    if "text/html" in output.get("data", {}) and described(output):
+        del output.data["text/html"]
+    return output
 
 
 def clean(page_part: str) -> str:

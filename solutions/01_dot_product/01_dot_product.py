@@ -54,6 +54,8 @@ if importlib.util.find_spec("attention_course") is None and not os.environ.get("
 import matplotlib.pyplot as plt
 import torch
 
+from grader.figures import show
+
 torch.manual_seed(0)
 torch.set_printoptions(precision=4, sci_mode=False)
 
@@ -96,7 +98,7 @@ ax.set(xlim=(0, 1), ylim=(0, 1), zlim=(0, 1), title="The sentence as six arrows 
 ax.set_xlabel("dim 1", labelpad=8)
 ax.set_ylabel("dim 2", labelpad=8)
 ax.set_zlabel("dim 3", labelpad=8)
-plt.show()
+show()
 
 
 # %% [markdown]
@@ -447,7 +449,7 @@ ax.set_xticks(range(len(words)), words, rotation=45)
 ax.set_yticks(range(len(words)), words)
 ax.set_title("Dot products x(i) · x(j)")
 fig.colorbar(image)
-plt.show()
+show()
 
 # %% [markdown]
 # ## 5. Dot product is not cosine similarity
@@ -621,7 +623,7 @@ for ax, matrix, title in zip(axes, (scores, cosines), ("dot product", "cosine si
     ax.set_yticks(range(len(words)), words)
     ax.set_title(title)
     fig.colorbar(image, ax=ax)
-plt.show()
+show()
 
 # %% [markdown]
 # ## Recap

@@ -60,6 +60,8 @@ if importlib.util.find_spec("attention_course") is None and not os.environ.get("
 import matplotlib.pyplot as plt
 import torch
 
+from grader.figures import show
+
 torch.manual_seed(0)
 torch.set_printoptions(precision=4, sci_mode=False)
 
@@ -349,7 +351,7 @@ ax.set_xlabel("attends to (key)")
 ax.set_ylabel("token (query)")
 ax.set_title("Attention weights: softmax of each row")
 fig.colorbar(image)
-plt.show()
+show()
 
 # %% [markdown]
 # ## 4. The context vector: a weighted mix
@@ -524,7 +526,7 @@ for j, word in enumerate(words):
 ax.set_ylabel("value")
 ax.set_title("Context vector of 'journey' as a mix of the six tokens")
 ax.legend(fontsize=8, bbox_to_anchor=(1.02, 1), loc="upper left")
-plt.show()
+show()
 
 # %% [markdown]
 # ## 5. Temperature
@@ -684,7 +686,7 @@ ax.set_xticks(range(len(candidates)), candidates)
 ax.set_ylabel("probability")
 ax.set_title("Lower temperature: sharper; higher temperature: flatter")
 ax.legend()
-plt.show()
+show()
 
 
 # %% [markdown]
@@ -953,7 +955,7 @@ for ax, matrix, title in zip(axes, (uniform_past, causal), ("Average of the past
     ax.set_yticks(range(len(words)), words)
     ax.set_title(title)
     fig.colorbar(image, ax=ax)
-plt.show()
+show()
 
 # %% [markdown]
 # ## Recap

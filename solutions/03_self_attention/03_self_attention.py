@@ -62,6 +62,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 from scipy.special import softmax
 
+from grader.figures import show
+
 np.set_printoptions(precision=4, suppress=True)
 torch.manual_seed(0)
 torch.set_printoptions(precision=4, sci_mode=False)
@@ -215,7 +217,7 @@ for ax, matrix, title in zip(axes, (article_weights, weights),
             ax.text(j, i, f"{matrix[i, j]:.2f}", ha="center", va="center", color="white" if matrix[i, j] < 0.5 else "black")
 axes[0].set_ylabel("query (word asking)")
 fig.colorbar(image, ax=axes)
-plt.show()
+show()
 
 # %% [markdown]
 # **A coincidence worth noticing.** Look at `scores` again: it is symmetric. In unit 01 the
@@ -642,7 +644,7 @@ print("same as F.scaled_dot_product_attention:", torch.allclose(batch_context, b
 # written (queries) look up the words of the source sentence (keys and values); a model that
 # describes an image lets its words look up patches of the image.
 #
-# | | self-attention | cross-attention |
+# | what | self-attention | cross-attention |
 # |---|---|---|
 # | queries from | `x` | `x_q` (e.g. the translation being written) |
 # | keys and values from | the same `x` | another sequence `x_kv` (e.g. the source sentence) |
@@ -851,7 +853,7 @@ for i in range(2):
         value = cross_weights[i, j].item()
         ax.text(j, i, f"{value:.2f}", ha="center", va="center", color="white" if value < 0.5 else "black")
 fig.colorbar(image)
-plt.show()
+show()
 
 # %% [markdown]
 # And self-attention really is cross-attention with both inputs the same sequence:

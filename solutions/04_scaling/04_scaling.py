@@ -59,6 +59,8 @@ import matplotlib.pyplot as plt
 import torch
 import torch.nn.functional as F
 
+from grader.figures import show
+
 torch.manual_seed(0)
 torch.set_printoptions(precision=4, sci_mode=False)
 
@@ -313,7 +315,7 @@ ax.loglog(dims, dims, "k:", label="y = d")
 ax.loglog(dims, [1 / d for d in dims], "k--", linewidth=0.8, label="y = 1/d")
 ax.set(xlabel="dimension d", ylabel="variance", title="Variance of the dot product")
 ax.legend()
-plt.show()
+show()
 
 # %% [markdown]
 # The unscaled variance sits on the line $y = d$; the scaled one stays at 1 for every width.
@@ -465,7 +467,7 @@ ax.semilogx(dims, entropy_over_d, "^-", label="softmax(q·k / d)")
 ax.axhline(math.log(num_keys), color="k", linestyle=":", label="ln 16 (uniform)")
 ax.set(xlabel="dimension d", ylabel="mean entropy (nats)", ylim=(0, 3), title="How spread out the attention rows are")
 ax.legend()
-plt.show()
+show()
 
 # %% [markdown]
 # Without the scale the entropy falls towards 0 as $d$ grows: the rows become one-hot. With the
@@ -514,7 +516,7 @@ for ax, grads, title in zip(axes, (grad_scores, grad_query), ("gradient at the s
         ax.loglog(dims, values, marker, label=name)
     ax.set(xlabel="dimension d", ylabel="median gradient norm", title=title)
     ax.legend()
-plt.show()
+show()
 for name in grad_scores:
     print(f"{name}: gradient at the softmax input {grad_scores[name][0]:.4f} at d=1, {grad_scores[name][-1]:.4f} at d=512")
 

@@ -66,6 +66,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from grader.figures import show
+
 torch.manual_seed(0)
 torch.set_printoptions(precision=4, sci_mode=False)
 torch.set_num_threads(1)  # every tensor here is tiny: one CPU thread is faster than several
@@ -171,7 +173,7 @@ ax.plot(peek_curve, label="no mask")
 ax.axhline(math.log(VOCAB), color="gray", linestyle="--", label="ln 8: the best honest loss")
 ax.set(xlabel="training step", ylabel="cross-entropy", title="Predicting random tokens")
 ax.legend()
-plt.show()
+show()
 
 
 # %% [markdown]
@@ -193,7 +195,7 @@ plt.show()
 # We describe the blocked entries with a boolean matrix: `True` where the attention is blocked.
 # For the window `a b c d`:
 #
-# |   | a | b | c | d |
+# | query | a | b | c | d |
 # |---|---|---|---|---|
 # | **a** | · | ✗ | ✗ | ✗ |
 # | **b** | · | · | ✗ | ✗ |
@@ -299,7 +301,7 @@ print(causal_mask(4))
 # Here is a three-token example, "I love coding", with made-up scores (larger means more
 # related):
 #
-# |        | I  | love | coding |
+# | query  | I  | love | coding |
 # |--------|----|------|--------|
 # | **I**      | 10 | 8  | 5  |
 # | **love**   | 7  | 12 | 9  |
@@ -447,7 +449,7 @@ for ax, matrix, title in zip(axes, (torch.softmax(love_scores, dim=-1), love_wei
     ax.set(xlabel="key (looked at)", title=title)
 axes[0].set_ylabel("query (looking)")
 fig.colorbar(image, ax=axes)
-plt.show()
+show()
 
 # %% [markdown]
 # ## 4. How negative is negative enough?
@@ -956,7 +958,7 @@ ax.plot(causal_curve, label="causal mask")
 ax.axhline(math.log(VOCAB), color="gray", linestyle="--", label="ln 8: the best honest loss")
 ax.set(xlabel="training step", ylabel="cross-entropy", title="Predicting random tokens")
 ax.legend()
-plt.show()
+show()
 
 
 # %% [markdown]
@@ -1151,7 +1153,7 @@ print("trained model, with mask: ", is_causal(causal_lm.attention.cpu(), WINDOW,
 # **padding** token to the length of the longest, and attention must ignore those positions as
 # keys. A **padding mask** marks them: for lengths `[4, 2]` and 4 tokens,
 #
-# | | 0 | 1 | 2 | 3 |
+# | position | 0 | 1 | 2 | 3 |
 # |---|---|---|---|---|
 # | sentence 1 (4 real tokens) | · | · | · | · |
 # | sentence 2 (2 real tokens) | · | · | pad | pad |
@@ -1827,7 +1829,7 @@ fig.colorbar(image, ax=axes[1])
 image = axes[2].imshow(rope_scores.numpy(), cmap="viridis")
 axes[2].set(xlabel="key position n", ylabel="query position m", title="RoPE: score of one q and one k")
 fig.colorbar(image, ax=axes[2])
-plt.show()
+show()
 
 print(f"sinusoidal, offset 7: PE(3)·PE(10) = {(table[3] @ table[10]).item():.4f}, "
       f"PE(40)·PE(47) = {(table[40] @ table[47]).item():.4f}")

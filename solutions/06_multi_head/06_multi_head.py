@@ -66,6 +66,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from grader.figures import show
+
 torch.manual_seed(0)
 torch.set_printoptions(precision=4, sci_mode=False)
 torch.set_num_threads(1)  # the networks in this unit are tiny: one CPU thread runs them faster than several
@@ -986,7 +988,7 @@ for h, ax in enumerate(axes):
     ax.set_title(f"head {h}")
 fig.suptitle("Attention weights of each head (rows: queries, columns: keys)")
 fig.tight_layout()
-plt.show()
+show()
 
 # %% [markdown]
 # ## 6. Why several heads? A task that needs two
@@ -1089,7 +1091,7 @@ ax.set(xlabel="training step", ylabel="mean squared error", ylim=(0, 1.2),
        title=f"The token before and the marked token, {len(seeds)} seed(s) each")
 ax.grid(alpha=0.3)
 ax.legend()
-plt.show()
+show()
 
 for num_heads in (1, 2):
     print(f"{num_heads} head(s): {sum(p.numel() for p in runs[num_heads, seeds[0]][0].parameters())} parameters")
@@ -1155,7 +1157,7 @@ for ax, (num_heads, h) in zip(axes, panels):
            title=f"1 head of width {WIDTH}" if num_heads == 1 else f"2 heads of width {WIDTH // 2}: head {h}")
 fig.suptitle("Learned attention weights on one test sequence")
 fig.tight_layout()
-plt.show()
+show()
 
 answer_rows = torch.arange(FIRST_SCORED, NUM_TOKENS, device=device)
 for num_heads in (1, 2):

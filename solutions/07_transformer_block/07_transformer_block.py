@@ -65,6 +65,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from grader.figures import show
+
 torch.manual_seed(0)
 torch.set_printoptions(precision=4, sci_mode=False)
 torch.set_num_threads(1)  # the networks in this unit are tiny: one CPU thread runs them faster than several
@@ -474,7 +476,7 @@ right.plot(xs.numpy(), (F.gelu(xs.double(), approximate="tanh") - F.gelu(xs.doub
 right.set(xlabel="x", ylabel="difference", title="tanh approximation minus exact GELU")
 right.grid(alpha=0.3)
 plt.tight_layout()
-plt.show()
+show()
 print("your GELU vs PyTorch's:", (yours - F.gelu(xs, approximate="tanh")).abs().max().item())
 
 
@@ -652,7 +654,7 @@ ax.set(xlabel="layer (1 = first, next to the input)", ylabel="gradient norm (log
        title="Gradient reaching each layer of a 24-layer stack")
 ax.grid(alpha=0.3)
 ax.legend()
-plt.show()
+show()
 print(f"without shortcuts: first layer {plain[0]:.1e}, last layer {plain[-1]:.1e}")
 print(f"with shortcuts:    first layer {shortcut[0]:.1e}, last layer {shortcut[-1]:.1e}")
 print(f"last layer / first layer without shortcuts: {plain[-1] / plain[0]:.1e}")
@@ -696,7 +698,7 @@ ax.set(xlabel="layer (1 = first, next to the input)", ylabel="gradient norm (log
        title="The same 24-layer stack, two initialisations")
 ax.grid(alpha=0.3)
 ax.legend()
-plt.show()
+show()
 
 
 def spread(norms: list[float]) -> float:
@@ -795,7 +797,7 @@ ax.axhline(floor, color="gray", linestyle=":", label="knowing only how often eac
 ax.set(xlabel="training step", ylabel="cross-entropy loss", title="12 sub-layers, learning rate 0.03, no warm-up")
 ax.grid(alpha=0.3)
 ax.legend()
-plt.show()
+show()
 print(f"mean loss over the last 10 steps: post-norm {sum(post_losses[-10:]) / 10:.3f}, "
       f"pre-norm {sum(pre_losses[-10:]) / 10:.3f}")
 

@@ -73,8 +73,9 @@ import matplotlib.pyplot as plt
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-from IPython.display import display
 from tqdm.auto import tqdm
+
+from grader.figures import live, show
 
 torch.manual_seed(0)
 torch.set_printoptions(precision=4, sci_mode=False)
@@ -1426,7 +1427,7 @@ def train(model, settings, seed=0, plot=True):
     history = {"step": [], "train": [], "val": []}
     if plot:
         fig, ax = plt.subplots(figsize=(7, 3.5))
-        handle = display(fig, display_id=True)   # redrawn in place while training
+        handle = live(fig)   # redrawn in place while training, its description with it
         plt.close(fig)
     running, seen, start = 0.0, 0, time.perf_counter()
     model.train()
@@ -1444,7 +1445,7 @@ def train(model, settings, seed=0, plot=True):
             if plot and ((step + 1) % settings["plot_every"] == 0 or step + 1 == settings["steps"]):
                 draw(ax, history, entropy_floor, model.cfg.vocab_size)
                 if handle is not None:
-                    handle.update(fig)
+                    handle.update()
     history["seconds"] = time.perf_counter() - start
     model.eval()
     return history
@@ -1735,7 +1736,7 @@ ax.axvline(48, color="gray", linestyle=":", linewidth=1, label="48 characters of
 ax.set(xlabel="position in the window (characters of context)", ylabel="nats per character",
        title="Loss by position on validation windows")
 ax.legend()
-plt.show()
+show()
 
 # %% [markdown]
 # ## 7. From logits to the next token: temperature, top-k and top-p
@@ -1794,7 +1795,7 @@ for ax, (title, p) in zip(axes, panels.items()):
     ax.set(title=title, xticks=range(5), xlabel="token")
 axes[0].set_ylabel("probability")
 plt.tight_layout()
-plt.show()
+show()
 
 
 # %% [markdown]
@@ -2447,7 +2448,7 @@ for layer in range(num_layers):
         ax.set_yticks([])
         ax.set_title(f"layer {layer}, head {head}", fontsize=8)
 plt.tight_layout()
-plt.show()
+show()
 
 
 # %% [markdown]
@@ -2516,7 +2517,7 @@ if score is not None:
     ax.set_yticks(range(len(labels)), labels, fontsize=7)
     ax.set(xlabel="looks at (key)", ylabel="position predicting the next character (query)",
            title=f"layer {layer}, head {head}")
-    plt.show()
+    show()
 
 # %% [markdown]
 # Read the row of the space before the repeated name: the bright spot far to the left of the

@@ -84,6 +84,8 @@ import torch.nn.functional as F
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
+from grader.figures import show
+
 torch.manual_seed(0)
 torch.set_printoptions(precision=4, sci_mode=False)
 torch.set_num_threads(1)  # a tiny model runs as fast on one CPU thread, and its timings are steadier
@@ -1468,7 +1470,7 @@ ax.plot(checkpoints, cached_step, "o-", label="with a cache: one new token")
 ax.set(xlabel="tokens in the text", ylabel="milliseconds per new token", ylim=(0, None),
        title="The cost of one generation step")
 ax.legend()
-plt.show()
+show()
 for t, a, b in list(zip(checkpoints, plain_step, cached_step))[::4] + [(checkpoints[-1], plain_step[-1], cached_step[-1])]:
     print(f"{t:4d} tokens: {a:6.2f} ms without a cache, {b:5.2f} ms with one")
 
@@ -1498,7 +1500,7 @@ ax.plot(counts_new, total["generate"], "o-", label="generate (no cache)")
 ax.plot(counts_new, total["generate_cached"], "o-", label="generate_cached")
 ax.set(xlabel="new tokens", ylabel="seconds", title=f"Generation time after a prompt of {prompt_len} tokens")
 ax.legend()
-plt.show()
+show()
 for n, a, b in zip(counts_new, total["generate"], total["generate_cached"]):
     print(f"{n:4d} new tokens: {a:6.3f} s without a cache, {b:6.3f} s with one (x{a / b:.1f})")
 print(f"speed-up at {counts_new[-1]} new tokens: x{speedup:.1f}")
@@ -1950,7 +1952,7 @@ ax.axhline(whole, color="gray", linestyle="--", label="whole context (64)")
 ax.set(xlabel="W: cache entries kept (besides the first 4)", ylabel="loss on the last 16 characters (nats)",
        title="A rolling cache inside the context", xticks=windows)
 ax.legend()
-plt.show()
+show()
 print(f"whole context: {whole:.3f}")
 for name, values in losses.items():
     print(f"{name}: " + "  ".join(f"W={w}: {v:.3f}" for w, v in zip(windows, values)))
@@ -2517,7 +2519,7 @@ ax.set(xscale="log", yscale="log", xlabel="sequence length T", ylabel="peak memo
 ax.set_xticks(lengths_t, [str(t) for t in lengths_t])
 ax.tick_params(axis="x", which="minor", labelbottom=False)
 ax.legend()
-plt.show()
+show()
 
 # %% [markdown]
 # Full attention holds about two tensors of scores at its peak (the scores and their masked copy,
@@ -3390,7 +3392,7 @@ ax.set(xscale="log", yscale="log", xlabel="sequence length T", ylabel="MiB kept 
 ax.set_xticks(lengths_kept, [str(t) for t in lengths_kept])
 ax.tick_params(axis="x", which="minor", labelbottom=False)
 ax.legend()
-plt.show()
+show()
 for name, values in kept.items():
     print(f"{name:>28}: " + ", ".join(f"T={t}: {mib:.1f} MiB" for t, mib in zip(lengths_kept, values)))
 

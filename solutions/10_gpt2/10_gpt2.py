@@ -81,6 +81,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from grader.checks.gpt2 import GPT2_SMALL, WordTokenizer, gpt2_files, random_state_dict, tiny_state_dict
+from grader.figures import show
 
 torch.manual_seed(0)
 torch.set_printoptions(precision=4, sci_mode=False)
@@ -925,7 +926,7 @@ print(f"this GPT-2: {new_tokens} tokens in {plain_time:.2f} s plain, {cached_tim
 fig, ax = plt.subplots(figsize=(6, 3))
 ax.bar(list(speedups), list(speedups.values()), color=["tab:gray", "tab:blue"])
 ax.set(ylabel="time without the cache / time with it", title="What the key/value cache buys")
-plt.show()
+show()
 print("speed-up: " + ", ".join(f"{name} ×{value:.1f}" for name, value in speedups.items()))
 
 # %% [markdown]
@@ -1140,7 +1141,7 @@ image = ax.imshow(scores.numpy(), cmap="viridis", vmin=0, vmax=1)
 ax.set(xlabel="head", ylabel="layer", title="Induction score: attention to t - period + 1",
        xticks=range(gpt_cfg.num_heads), yticks=range(gpt_cfg.num_layers))
 fig.colorbar(image, ax=ax)
-plt.show()
+show()
 top = [divmod(i, gpt_cfg.num_heads) for i in scores.flatten().argsort(descending=True)[:4].tolist()]
 print("highest induction scores (layer.head): " + ", ".join(f"{l}.{h}: {scores[l, h]:.2f}" for l, h in top))
 # The first of the two steps below: how much each head attends to the token just before the query.
@@ -1394,7 +1395,7 @@ ax.axhline(even, color="gray", linestyle=":", label="an even spread over the key
 ax.set(xlabel="layer", ylabel="attention on the first token", title="The first token's share, layer by layer",
        xticks=range(gpt_cfg.num_layers), ylim=(0, 1))
 ax.legend()
-plt.show()
+show()
 for layer in range(gpt_cfg.num_layers):
     print(f"layer {layer:2d}: mean {share[layer].mean():.1%}, largest head {share[layer].max():.1%}, "
           f"heads above half: {(share[layer] > 0.5).sum().item()} of {gpt_cfg.num_heads}")
@@ -1478,7 +1479,7 @@ ax.set(xlabel="W: recent tokens in the cache", ylabel="loss per token (nats)",
        title="A rolling cache on GPT-2", xticks=windows,
        ylim=(min(every) - 0.1, max(every) + 0.1))   # a nat either way at least: 0.01 nat looks small
 ax.legend()
-plt.show()
+show()
 print(f"the whole context: {whole:.3f} nats per token, on positions {scored} to {T - 2}")
 for name, values in rolling.items():
     print(f"{name}: " + "  ".join(f"W={w}: {v:.3f}" for w, v in zip(windows, values)))
