@@ -109,11 +109,17 @@ def _free_port() -> int:
 
 
 @contextlib.contextmanager
-def start_lab(tmp: Path, exchange: Path, course: bool = True, language: str = "en") -> Iterator[Lab]:
+def start_lab(tmp: Path, exchange: Path, course: bool = True, language: str = "en",
+              every_cell: bool = False) -> Iterator[Lab]:
     """JupyterLab as a learner starts it, on a copy of the notebooks of the edition in `language`
     (an empty folder without `course`), with its own Jupyter folders (nothing from this machine's
-    user settings) and nbgrader's exchange at `exchange`."""
+    user settings) and nbgrader's exchange at `exchange`. With `every_cell`, notebooks render all
+    their cells at once (JupyterLab otherwise renders those near the view), for checks of the whole."""
     folder, config = tmp / "notebooks", tmp / "config"
+    if every_cell:
+        tracker = tmp / "settings" / "@jupyterlab" / "notebook-extension" / "tracker.jupyterlab-settings"
+        tracker.parent.mkdir(parents=True)
+        tracker.write_text(json.dumps({"windowingMode": "none"}))
     if course:
         shutil.copytree(ROOT / ("notebooks" if language == "en" else f"notebooks-{language}"), folder)
     folder.mkdir(exist_ok=True)
