@@ -87,3 +87,44 @@ def test_a_learners_description_reaches_the_page_as_text(description):
     assert "text/html" not in nb.cells[0].outputs[0].data   # the image is shown, with its alt
     page = safe_html.described_images('<img src="data:image/png;base64,iVBORw0KGgo=">', nb)
     assert "<script>" not in page and len(page) < safe_html.MAX_ALT + 200
+
+
+def grey_problems(fig) -> list[str]:
+    """What in a figure tells apart only by colour: labelled lines of one line style and marker,
+    or sets of bars with the same hatch."""
+    from matplotlib.container import BarContainer
+
+    found = []
+    for ax in fig.axes:
+        lines = [line for line in ax.get_lines() if not line.get_label().startswith("_") and len(line.get_xdata()) > 1]
+        styles = [(line.get_linestyle(), line.get_marker()) for line in lines]
+        if len(set(styles)) < len(styles):
+            found.append(f"{ax.get_title()!r}: lines alike in grey: {[line.get_label() for line in lines]}")
+        hatches = [c.patches[0].get_hatch() for c in ax.containers if isinstance(c, BarContainer)]
+        if len(set(hatches)) < len(hatches):
+            found.append(f"{ax.get_title()!r}: {len(hatches)} sets of bars told apart by colour only")
+    return found
+
+
+@pytest.mark.system
+def test_every_figure_of_the_course_reads_in_grey(monkeypatch, capsys):
+    """Every unit's code run as the reference answers run it, each figure looked at where it is
+    shown: a learner who cannot tell colours apart tells its lines and bars apart by style."""
+    from reference import reference_namespace
+
+    from grader import course
+
+    found = []
+
+    def looked_at(fig=None, note=""):
+        fig = plt.gcf() if fig is None else fig
+        found.extend(grey_problems(fig))
+        plt.close(fig)
+
+    monkeypatch.setattr("grader.figures.show", looked_at)
+    monkeypatch.setattr("grader.figures.live", lambda fig: found.extend(grey_problems(fig)))
+    for unit in course.units():
+        reference_namespace.__wrapped__(unit)   # not the cached run: its figures are shown again
+    assert found == []
+    assert grey_problems(weights_and_loss()), "a figure whose lines share one style is found"
+    plt.close("all")

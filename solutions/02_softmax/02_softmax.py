@@ -520,8 +520,9 @@ print("inside the range of the inputs:",
 contributions = weights[1][:, None] * inputs  # (T, 1) * (T, d) -> (T, d): row j is w_2j * x^(j)
 fig, ax = plt.subplots(figsize=(6, 3.5))
 bottom = torch.zeros(3)
-for j, word in enumerate(words):
-    ax.bar(["dim 1", "dim 2", "dim 3"], contributions[j].numpy(), bottom=bottom.numpy(), label=word)
+for j, word in enumerate(words):   # hatched as well as coloured: the stack reads in grey too
+    ax.bar(["dim 1", "dim 2", "dim 3"], contributions[j].numpy(), bottom=bottom.numpy(), label=word,
+           hatch=["", "//", "..", "xx", "\\\\", "oo"][j], edgecolor="white")
     bottom += contributions[j]
 ax.set_ylabel("value")
 ax.set_title("Context vector of 'journey' as a mix of the six tokens")
@@ -681,7 +682,7 @@ fig, ax = plt.subplots(figsize=(6.5, 3.5))
 for k, tau in enumerate(temperatures):
     probs = softmax_with_temperature(logits, tau)
     ax.bar([i + (k - 1) * 0.27 for i in range(len(candidates))], probs.numpy(), width=0.27,
-           label=f"temperature {tau}")
+           label=f"temperature {tau}", hatch=["", "//", ".."][k], edgecolor="white")
 ax.set_xticks(range(len(candidates)), candidates)
 ax.set_ylabel("probability")
 ax.set_title("Lower temperature: sharper; higher temperature: flatter")

@@ -954,7 +954,7 @@ print("loss per position with the mask:", causal_per_position)
 
 fig, ax = plt.subplots(figsize=(6, 3))
 ax.plot(peek_curve, label="no mask")
-ax.plot(causal_curve, label="causal mask")
+ax.plot(causal_curve, "-.", label="causal mask")
 ax.axhline(math.log(VOCAB), color="gray", linestyle="--", label="ln 8: the best honest loss")
 ax.set(xlabel="training step", ylabel="cross-entropy", title="Predicting random tokens")
 ax.legend()

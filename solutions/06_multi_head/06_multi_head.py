@@ -1085,7 +1085,8 @@ runs = {(num_heads, seed): train_lookup(num_heads, seed, steps) for num_heads in
 fig, ax = plt.subplots(figsize=(7, 3.5))
 for (num_heads, seed), (_model, losses) in runs.items():
     label = f"{num_heads} head{'s' if num_heads > 1 else ''} of width {WIDTH // num_heads}" if seed == seeds[0] else None
-    ax.plot(losses, color="tab:red" if num_heads == 1 else "tab:blue", alpha=0.7, label=label)
+    ax.plot(losses, "-" if num_heads == 1 else "--", color="tab:red" if num_heads == 1 else "tab:blue", alpha=0.7,
+            label=label)
 ax.axhline(0.5, color="gray", linestyle=":", label="one fixed weighted average (see below)")
 ax.set(xlabel="training step", ylabel="mean squared error", ylim=(0, 1.2),
        title=f"The token before and the marked token, {len(seeds)} seed(s) each")

@@ -467,7 +467,7 @@ with torch.no_grad():
 
 fig, (left, right) = plt.subplots(1, 2, figsize=(10, 3.5))
 left.plot(xs.numpy(), torch.relu(xs).numpy(), label="ReLU", color="tab:gray")
-left.plot(xs.numpy(), yours.numpy(), label="your GELU", linewidth=3, alpha=0.6)
+left.plot(xs.numpy(), yours.numpy(), "-.", label="your GELU", linewidth=3, alpha=0.6)
 left.plot(xs.numpy(), F.gelu(xs, approximate="tanh").numpy(), "--", label="F.gelu(approximate='tanh')", color="black")
 left.set(xlabel="x", ylabel="activation", title="GELU vs ReLU")
 left.grid(alpha=0.3)
@@ -649,7 +649,7 @@ def gradient_norms(use_shortcut: bool, num_layers: int = 24, width: int = 16, in
 (plain, _), (shortcut, _) = gradient_norms(False), gradient_norms(True)
 fig, ax = plt.subplots(figsize=(7, 3.5))
 ax.semilogy(range(1, 25), plain, "o-", color="tab:blue", label="without shortcuts")
-ax.semilogy(range(1, 25), shortcut, "o-", color="tab:orange", label="with shortcuts")
+ax.semilogy(range(1, 25), shortcut, "s--", color="tab:orange", label="with shortcuts")
 ax.set(xlabel="layer (1 = first, next to the input)", ylabel="gradient norm (log scale)",
        title="Gradient reaching each layer of a 24-layer stack")
 ax.grid(alpha=0.3)
@@ -693,7 +693,7 @@ preserved, _ = gradient_norms(False, init_gain=gelu_gain)
 fig, ax = plt.subplots(figsize=(7, 3.5))
 ax.semilogy(range(1, 25), plain, "o-", color="tab:blue", alpha=0.5, label="without shortcuts, default init")
 ax.semilogy(range(1, 25), preserved, "s--", color="tab:green", label="without shortcuts, variance-preserving init")
-ax.semilogy(range(1, 25), shortcut, "o-", color="tab:orange", alpha=0.5, label="with shortcuts, default init")
+ax.semilogy(range(1, 25), shortcut, "^:", color="tab:orange", alpha=0.5, label="with shortcuts, default init")
 ax.set(xlabel="layer (1 = first, next to the input)", ylabel="gradient norm (log scale)",
        title="The same 24-layer stack, two initialisations")
 ax.grid(alpha=0.3)
@@ -790,7 +790,7 @@ steps = 20 if QUICK else 100
 post_losses, pre_losses = train_stack(False, steps), train_stack(True, steps)
 fig, ax = plt.subplots(figsize=(7, 3.5))
 ax.plot(post_losses, label="post-norm: norm(x + f(x))", alpha=0.8)
-ax.plot(pre_losses, label="pre-norm: x + f(norm(x))", alpha=0.8)
+ax.plot(pre_losses, "--", label="pre-norm: x + f(norm(x))", alpha=0.8)
 frequencies = torch.bincount(make_task()[1], minlength=10).float() / 512
 floor = -(frequencies[frequencies > 0] * frequencies[frequencies > 0].log()).sum().item()
 ax.axhline(floor, color="gray", linestyle=":", label="knowing only how often each label occurs")

@@ -1466,7 +1466,7 @@ plain_step = [statistics.median(plain_ms[t]) for t in checkpoints]
 cached_step = [statistics.median(cached_ms[t]) for t in checkpoints]
 fig, ax = plt.subplots(figsize=(7, 3.5))
 ax.plot(checkpoints, plain_step, "o-", label="without a cache: forward pass over the whole text")
-ax.plot(checkpoints, cached_step, "o-", label="with a cache: one new token")
+ax.plot(checkpoints, cached_step, "s--", label="with a cache: one new token")
 ax.set(xlabel="tokens in the text", ylabel="milliseconds per new token", ylim=(0, None),
        title="The cost of one generation step")
 ax.legend()
@@ -1497,7 +1497,7 @@ speedup = total["generate"][-1] / total["generate_cached"][-1]
 
 fig, ax = plt.subplots(figsize=(7, 3.5))
 ax.plot(counts_new, total["generate"], "o-", label="generate (no cache)")
-ax.plot(counts_new, total["generate_cached"], "o-", label="generate_cached")
+ax.plot(counts_new, total["generate_cached"], "s--", label="generate_cached")
 ax.set(xlabel="new tokens", ylabel="seconds", title=f"Generation time after a prompt of {prompt_len} tokens")
 ax.legend()
 show()
@@ -2512,7 +2512,7 @@ for t, row in zip(lengths_t, zip(*memory.values())):
     print(f"T = {t:5d}: " + ", ".join(f"{name} {b / 2 ** 20:.2f} MiB" for name, b in zip(memory, row)))
 
 fig, ax = plt.subplots(figsize=(7, 3.5))
-for (name, values), style in zip(memory.items(), ("o-", "o-", "o-", "k--")):
+for (name, values), style in zip(memory.items(), ("o-", "s--", "^-.", "k:")):
     ax.plot(lengths_t, [b / 2 ** 20 for b in values], style, label=name)
 ax.set(xscale="log", yscale="log", xlabel="sequence length T", ylabel="peak memory (MiB)",
        title="Memory held at once by attention's tensors")
@@ -3385,8 +3385,8 @@ for t in ([128, 256] if GRADING else [256, 512, 1024]):
         del out
 lengths_kept = [128, 256] if GRADING else [256, 512, 1024]
 fig, ax = plt.subplots(figsize=(6, 3.6))
-for name, values in kept.items():
-    ax.plot(lengths_kept, values, marker="o", label=name)
+for (name, values), style in zip(kept.items(), ("o-", "s--", "^-.")):
+    ax.plot(lengths_kept, values, style, label=name)
 ax.set(xscale="log", yscale="log", xlabel="sequence length T", ylabel="MiB kept for the backward pass",
        title="Memory kept for the backward pass (one sequence, 4 heads)")
 ax.set_xticks(lengths_kept, [str(t) for t in lengths_kept])
