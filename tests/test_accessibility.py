@@ -4,6 +4,7 @@ from the npm registry (`.ci/run` installs it), and runs in the system's Chromium
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -88,6 +89,9 @@ def test_every_english_feedback_page_conforms(browser, course_graded):
         for kind in ("reference", "blank"):
             page = course_graded.feedback(kind, unit).read_text(encoding="utf-8")
             assert '<html lang="en"' in page
+            if kind == "reference":   # each figure of the learner's own run keeps its description
+                alts = re.findall(r'<img[^>]* alt="([^"]*)"', page)
+                assert alts and all(a.startswith("Figure. ") for a in alts), (unit, [a[:60] for a in alts])
             if problems := violations(browser, page):
                 found[f"{unit} {kind}"] = problems
     assert found == {}
@@ -98,6 +102,9 @@ def test_a_chinese_feedback_page_conforms_and_says_its_language(browser, tmp_pat
                                     "blank": nbformat.read(course.release_notebook("01_dot_product", "zh"), 4)})
     for student, page in pages.items():
         assert '<html lang="zh-Hans"' in page, student
+        if student == "full":
+            alts = re.findall(r'<img[^>]* alt="([^"]*)"', page)
+            assert alts and all(a.startswith("图：") for a in alts), [a[:60] for a in alts]
         assert violations(browser, page) == [], student
 
 
