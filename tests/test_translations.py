@@ -264,3 +264,28 @@ def test_the_grader_spaces_a_value_between_chinese_and_latin():
         assert say("expected a tensor of shape {shape}, got {got}", shape="(2,)", got="形状为 (3,) 的张量") == \
             "应返回形状为 (2,) 的张量，得到的是形状为 (3,) 的张量"
     assert say("expected {want}, got {got}", want="int 96", got="float 96.0") == "expected int 96, got float 96.0"
+
+
+def test_a_reworded_text_keeps_its_old_translation_as_fuzzy_or_obsolete():
+    """As msgmerge does: a text reworded a little keeps its Chinese as a fuzzy entry; one reworded
+    beyond recognition leaves its Chinese as an obsolete entry (#~), which the JSON for
+    translators then offers beside the closest new text. Nothing translated is lost."""
+    import polib
+
+    po = polib.POFile(wrapwidth=0)
+    po.append(polib.POEntry(msgid="you divided the scores by d instead of its square root", msgstr="你把分数除以了 d"))
+    po.append(polib.POEntry(msgid="the mask blocks the past", msgstr="掩码屏蔽了过去"))
+    found = [translation.Text("you divided the scores by d, not by its square root", "message", "u04"),
+             translation.Text("the mask lets every query see the keys after it", "message", "u05")]
+    merged = translation.merged(po, found, "zh", "04_scaling")
+    close, far = merged.find(found[0].english), merged.find(found[1].english)
+    assert close.msgstr == "你把分数除以了 d" and "fuzzy" in close.flags
+    assert close.previous_msgid == "you divided the scores by d instead of its square root"
+    assert far.msgstr == ""
+    kept = [e for e in merged if e.obsolete]
+    assert [(e.msgid, e.msgstr) for e in kept] == [("the mask blocks the past", "掩码屏蔽了过去")]
+    assert "#~ msgid" in str(merged)
+    offered = translation.closest_obsolete(merged, "the mask blocks the future and lets the past through")
+    assert offered is not None and offered.msgstr == "掩码屏蔽了过去"
+    again = translation.merged(merged, found, "zh", "04_scaling")   # a second release keeps it
+    assert [e.msgid for e in again if e.obsolete] == ["the mask blocks the past"]

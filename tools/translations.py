@@ -6,7 +6,9 @@
 
 The JSON holds one object per entry: "english" (the msgid, do not edit), "kind", "where", and
 "translation" to fill in. An entry whose English changed since it was translated is "fuzzy",
-with the English it translated as "previous": update the translation, then remove "fuzzy".
+with the English it translated as "previous": update the translation, then remove "fuzzy". An
+entry to translate whose English changed too much to be fuzzy has the closest old translation
+beside it ("previous", "previous_translation"): edit it into "translation".
 `python -m grader release` then makes the notebooks of that language.
 """
 from __future__ import annotations
@@ -23,8 +25,14 @@ from grader.authoring import source, translation  # noqa: E402
 
 def to_json(language: str, unit: str, path: Path) -> None:
     po, _ = translation.update(language, unit, source.unit_notebook(unit))
-    entries = [{"where": e.occurrences[0][1], "kind": e.comment, "english": e.msgid, "translation": e.msgstr,
-                **({"fuzzy": True, "previous": e.previous_msgid} if "fuzzy" in e.flags else {})} for e in po]
+    entries = []
+    for e in (e for e in po if not e.obsolete):
+        entry = {"where": e.occurrences[0][1], "kind": e.comment, "english": e.msgid, "translation": e.msgstr}
+        if "fuzzy" in e.flags:
+            entry |= {"fuzzy": True, "previous": e.previous_msgid}
+        elif not e.msgstr and (old := translation.closest_obsolete(po, e.msgid)) is not None:
+            entry |= {"previous": old.msgid, "previous_translation": old.msgstr}   # to edit, not start over
+        entries.append(entry)
     path.write_text(json.dumps(entries, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
     print(f"{len(entries)} entries, {sum(not e['translation'] for e in entries)} to translate -> {path}")
 

@@ -17,7 +17,9 @@ the language, since the two editions run the same code on the same values.
 
 When the English changes, its entry no longer matches: `python -m grader release` keeps the old
 translation as a fuzzy entry (with the English it translated, as msgmerge does) for the
-translator to update, and `release --check` fails until every entry is translated and not fuzzy.
+translator to update when the new English is close to the old, and as an obsolete entry (#~)
+otherwise, which `tools/translations.py to-json` offers beside the closest new text; `release
+--check` fails until every entry is translated and not fuzzy.
 Each term of translations/<language>/glossary.tsv must be rendered the same way everywhere.
 """
 from __future__ import annotations
@@ -363,12 +365,16 @@ def merged(po, found: list[Text], language: str, unit: str):
     """The catalogue `po` brought up to date with the texts `found` in the English source, as
     msgmerge does: entries in source order; a text whose English changed gets the old
     translation as a fuzzy entry (with the old English as its previous msgid) for the translator
-    to check; entries whose English is gone are dropped."""
+    to check, when the two are close (60% alike); translations whose English is gone otherwise
+    stay at the end as obsolete entries (#~), never lost."""
     import polib
 
     old = {e.msgid: e for e in po if not e.obsolete}
     current = {t.english for t in found}
-    orphans = [e for e in old.values() if e.msgid not in current and e.msgstr]
+    # Translations whose English is gone, the live ones first: a close new text takes one as fuzzy;
+    # the rest stay as obsolete entries (#~), as msgmerge keeps them, for a text that comes back.
+    orphans = [e for e in po if e.msgid not in current and e.msgstr and not e.obsolete] + \
+              [e for e in po if e.msgid not in current and e.msgstr and e.obsolete]
     fresh = polib.POFile(wrapwidth=0)
     fresh.metadata = {
         "Project-Id-Version": f"attention-course {unit}",
@@ -395,7 +401,21 @@ def merged(po, found: list[Text], language: str, unit: str):
         if "python-format" in entry.flags:
             entry.flags.remove("python-format")
         fresh.append(entry)
+    for gone in dict((e.msgid, e) for e in orphans).values():
+        fresh.append(polib.POEntry(msgid=gone.msgid, msgstr=gone.msgstr, comment=gone.comment, obsolete=True))
     return fresh
+
+
+def closest_obsolete(po, english: str, at_least: float = 0.3):
+    """The obsolete entry (#~) whose English is closest to `english`, if any is close enough: a
+    translation to start from (tools/translations.py to-json shows it)."""
+    best, best_ratio = None, at_least
+    for entry in po:
+        if entry.obsolete and entry.msgstr:
+            ratio = difflib.SequenceMatcher(None, english, entry.msgid, autojunk=False).ratio()
+            if ratio > best_ratio:
+                best, best_ratio = entry, ratio
+    return best
 
 
 def _most_similar(english: str, candidates):
