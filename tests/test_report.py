@@ -1,6 +1,8 @@
 """The class report: one self-contained HTML file with charts, mistakes and problems, escaped."""
 from __future__ import annotations
 
+import re
+
 from grader.grading.report import pass_rates, write_report
 from grader.grading.results import ExerciseResult, NotebookResult
 
@@ -48,3 +50,37 @@ def test_a_notebook_left_to_grade_again_counts_in_no_chart_and_is_listed(tmp_pat
     text = path.read_text()
     assert "1 of them not graded yet" in text and "to grade again" in text
     assert "mean score 1.0, median 1 of 2" in text                  # fay's zeros are not scores
+
+
+HOSTILE = "<script>alert(1)</script>\x1b[31m\x00\x07=cmd|' /C calc'!A0\u202e"   # markup, controls, a formula
+
+
+def hostile_class() -> list[NotebookResult]:
+    """A class where every string a learner controls is hostile: the student's name, the unit and
+    notebook named in the submission, the exercise names, the messages and the flags."""
+    unit = "01_dot_product" + HOSTILE
+    exercise = ExerciseResult("u01_x_check", ["ex" + HOSTILE], 1.0)
+    exercise.grade(["feedback " + HOSTILE], "mistake " + HOSTILE)
+    return [NotebookResult("notebook" + HOSTILE + ".ipynb", unit, "student" + HOSTILE, [exercise],
+                           flags=["flag " + HOSTILE]),
+            NotebookResult("other" + HOSTILE + ".ipynb", unit, "other" + HOSTILE, error="error " + HOSTILE)]
+
+
+def test_every_learner_string_reaches_the_report_as_text(tmp_path):
+    path = tmp_path / "report.html"
+    write_report(hostile_class(), path)
+    text = path.read_text(encoding="utf-8")
+    assert "<script" not in text and not re.search(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\u202e]", text)
+    shown = text.count("&lt;script&gt;")
+    # student (2), unit (heading, 2 alts, 2 rows), notebook (1; the rejected one's is listed too),
+    # mistake, flag, error: each field's escaping removed would leave a raw <script
+    assert shown >= 9, shown
+
+
+def test_cells_of_an_lms_export_are_plain_text():
+    from grader.classroom.lms import cell
+
+    assert cell("=HYPERLINK(\"http://x\")") == "'=HYPERLINK(\"http://x\")"
+    assert cell("@SUM(A1)").startswith("'") and cell("-2+3").startswith("'") and cell("+1").startswith("'")
+    assert cell("Ann\x00\x1b[31m\nLee") == "Ann[31m Lee"
+    assert cell("王小明") == "王小明" and cell("ann@example.org") == "ann@example.org"

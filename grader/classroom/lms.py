@@ -39,6 +39,7 @@ Moodle's default maximum of 100: create the items with the units' points first t
 from __future__ import annotations
 
 import csv
+import re
 from dataclasses import dataclass
 
 from nbgrader.api import Gradebook, Student
@@ -53,6 +54,17 @@ class Column:
     unit: str
     exercise: str | None
     max_score: float
+
+
+# Control characters, and the marks that reverse the direction of text (a name shown backwards)
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def cell(value: str) -> str:
+    """Text for a CSV cell an LMS imports and a spreadsheet may open: no control characters, and
+    a leading ', as OWASP advises, where the text would start a formula (=, +, -, @)."""
+    value = _CONTROL.sub("", value).replace("\r", " ").replace("\n", " ")
+    return "'" + value if value[:1] in ("=", "+", "-", "@", "\t") else value
 
 
 def number(value: float) -> str:
@@ -83,13 +95,13 @@ class LmsExport(ExportPlugin):
         self.log.info("Exporting %d students and %d columns to %s", len(students), len(columns), dest)
         with open(dest, "w", encoding="utf-8", newline="") as f:
             out = csv.writer(f)
-            out.writerow([*self.student_header, *(c.name for c in columns)])
+            out.writerow([*self.student_header, *(cell(c.name) for c in columns)])
             if self.points_label is not None:
                 blanks = [""] * (len(self.student_header) - 1)
                 out.writerow([self.points_label, *blanks, *(number(c.max_score) for c in columns)])
             for student in students:
                 cells = (scores.get((student.id, c.unit, c.exercise)) for c in columns)
-                out.writerow([*self.student_cells(student),
+                out.writerow([*(cell(value) for value in self.student_cells(student)),
                               *(self.no_grade if score is None else number(score) for score in cells)])
 
     def units(self, gradebook: Gradebook) -> list:
