@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -175,3 +177,11 @@ def test_the_source_distribution_carries_what_its_pages_link_to(tmp_path):
     pages = [root / "README.md", *sorted((root / "docs").glob("*.md"))]
     assert len(pages) == len(PAGES), [p.name for p in pages]
     assert [problem for page in pages for problem in link_problems(page, root)] == []
+
+
+def test_the_course_index_is_in_sync():
+    """docs/course-index.md, which "Adding an exercise" sends a maintainer to first, lists every
+    unit's exercises, points and catalogued mistakes as they are now."""
+    out = subprocess.run([sys.executable, str(ROOT / "tools" / "course_index.py"), "--check"],
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stdout + out.stderr
