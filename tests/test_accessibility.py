@@ -108,14 +108,17 @@ def test_a_chinese_feedback_page_conforms_and_says_its_language(browser, tmp_pat
         assert violations(browser, page) == [], student
 
 
-def test_the_class_report_conforms(browser, tmp_path):
+@pytest.mark.parametrize("language", ["en", "zh"])
+def test_the_class_report_conforms(browser, tmp_path, language):
     from test_report import sample_class
 
     from grader.grading.report import write_report
 
     path = tmp_path / "report.html"
-    write_report(sample_class(), path)
-    assert violations(browser, path.read_text(encoding="utf-8")) == []
+    write_report(sample_class(), path, language=language)
+    page = path.read_text(encoding="utf-8")
+    assert f'<html lang="{"zh-Hans" if language == "zh" else "en"}"' in page
+    assert violations(browser, page) == []
 
 
 def test_an_injected_violation_is_found(browser, course_graded):

@@ -84,3 +84,21 @@ def test_cells_of_an_lms_export_are_plain_text():
     assert cell("@SUM(A1)").startswith("'") and cell("-2+3").startswith("'") and cell("+1").startswith("'")
     assert cell("Ann\x00\x1b[31m\nLee") == "Ann[31m Lee"
     assert cell("王小明") == "王小明" and cell("ann@example.org") == "ann@example.org"
+
+
+def test_a_chinese_class_gets_its_report_in_chinese(tmp_path, monkeypatch):
+    """The report speaks the class's language, as its feedback does: its words, its charts' words
+    and the charts' descriptions come from the grader's catalogue."""
+    monkeypatch.delenv("COURSE_LANG", raising=False)
+    results = sample_class()
+    for result in results:
+        result.language = "zh"
+    path = tmp_path / "report.html"
+    write_report(results, path)
+    text = path.read_text(encoding="utf-8")
+    assert '<html lang="zh-Hans"' in text and "<title>班级报告</title>" in text
+    assert "5 份笔记本，来自 5 名学生。" in text and "被标记或失败的提交" in text
+    assert re.findall(r"<img alt='([^']*)'", text)[0].startswith("图：")
+    monkeypatch.setenv("COURSE_LANG", "en")   # an instructor who asks for English gets it
+    write_report(results, path)
+    assert "<title>Class report</title>" in path.read_text(encoding="utf-8")

@@ -8,13 +8,18 @@ that list.
 from __future__ import annotations
 
 import base64
+import contextlib
 import html
 import io
 import re
 import statistics
 from collections import Counter, defaultdict
+from collections.abc import Iterator
 from pathlib import Path
 
+from ..checks import i18n
+from ..checks.figures import describe
+from ..checks.i18n import say
 from . import safe_html
 from .results import NotebookResult
 
@@ -39,21 +44,43 @@ def mistakes(results: list[NotebookResult]) -> Counter:
                    for e in r.exercises if e.mistake)
 
 
-def write_report(results: list[NotebookResult], path: Path, title: str = "Class report") -> None:
+def write_report(results: list[NotebookResult], path: Path, title: str | None = None,
+                 language: str | None = None) -> None:
+    """The report, in `language`: by default the class's edition (the language most of its
+    notebooks are in, or COURSE_LANG), as its feedback is."""
+    editions = Counter(r.language for r in results)
+    language = language or i18n.for_edition(editions.most_common(1)[0][0] if editions else i18n.ENGLISH)
+    with i18n.language(language), _chart_font(language):
+        page = _page(results, title or say("Class report"))
+    Path(path).write_text(safe_html.readable(page, language), encoding="utf-8")
+
+
+def _page(results: list[NotebookResult], title: str) -> str:
     students = len({r.student for r in results})
     left = sum(1 for r in results if r.regrade)
-    waiting = (f" {left} of them not graded yet: the machine failed to run them; grading the class again "
-               "grades them." if left else "")
-    parts = [f"<!doctype html><html lang='en'><head><meta charset='utf-8'>{safe_html.POLICY_META}"
-             f"<title>{_text(title)}</title><style>{STYLE}</style>{safe_html.readable_style()}</head><body><main>",
-             f"<h1>{_text(title)}</h1><p>{len(results)} notebooks from {students} students.{waiting}</p>"]
+    waiting = say(" {left} of them not graded yet: the machine failed to run them; grading the class again "
+                  "grades them.", left=left) if left else ""
+    parts = [f"<!doctype html><html><head><meta charset='utf-8'>{safe_html.POLICY_META}"
+             f"<title>{_text(title)}</title><style>{STYLE}</style></head><body>",
+             f"<h1>{_text(title)}</h1>"
+             f"<p>{say('{n} notebooks from {students} students.', n=len(results), students=students)}{waiting}</p>"]
     by_unit: dict[str, list[NotebookResult]] = defaultdict(list)
     for result in results:
         if result.unit and not result.regrade:
             by_unit[result.unit].append(result)
     parts += [_unit_section(unit, by_unit[unit]) for unit in sorted(by_unit)]
-    parts += [_problems_section(results), "</main></body></html>"]
-    Path(path).write_text("\n".join(parts), encoding="utf-8")
+    parts += [_problems_section(results), "</body></html>"]
+    return "\n".join(parts)
+
+
+@contextlib.contextmanager
+def _chart_font(language: str) -> Iterator[None]:
+    """The charts' words drawn with a font that has the language's characters, where one is installed."""
+    import matplotlib
+
+    font = i18n.cjk_font() if language == i18n.CHINESE else None
+    with matplotlib.rc_context({"font.family": ["DejaVu Sans", font]} if font else {}):
+        yield
 
 
 # Control characters, and the marks that reverse the direction of text (a name shown backwards)
@@ -77,30 +104,30 @@ def _unit_section(unit: str, results: list[NotebookResult]) -> str:
     labels = {e.grade_id: _label(e.names, e.grade_id) for e in results[0].exercises}
     rows = "".join(f"<tr><td>{_text(exercise)}</td><td>{_text(message)}</td><td class=n>{count}</td></tr>"
                    for (exercise, message), count in mistakes(results).most_common(10))
-    table = (f"<table><tr><th>exercise</th><th>named mistake</th><th>notebooks</th></tr>{rows}</table>" if rows
-             else "<p>No named mistakes.</p>")
-    return (f"<h2>{_text(unit)}</h2><p>{len(results)} notebooks; mean score {statistics.mean(scores):.1f}, "
-            f"median {statistics.median(scores):g} of {top:g}.</p><div class=charts>"
-            f"<img alt='histogram of scores in {_text(unit)}' src='{_histogram(scores, top, unit)}'>"
-            f"<img alt='pass rate per exercise in {_text(unit)}' "
-            f"src='{_pass_chart([labels.get(g, g) for g in rates], list(rates.values()))}'></div>"
-            f"<h3>Most frequent named mistakes</h3>{table}")
+    table = (f"<table><tr><th>{say('exercise')}</th><th>{say('named mistake')}</th><th>{say('notebooks')}</th></tr>"
+             f"{rows}</table>" if rows else f"<p>{say('No named mistakes.')}</p>")
+    summary = say("{n} notebooks; mean score {mean}, median {median} of {top}.", n=len(results),
+                  mean=f"{statistics.mean(scores):.1f}", median=f"{statistics.median(scores):g}", top=f"{top:g}")
+    return (f"<h2>{_text(unit)}</h2><p>{summary}</p><div class=charts>"
+            f"{_histogram(scores, top, unit)}{_pass_chart([labels.get(g, g) for g in rates], list(rates.values()))}"
+            f"</div><h3>{say('Most frequent named mistakes')}</h3>{table}")
 
 
 def _problems_section(results: list[NotebookResult]) -> str:
     flagged = [r for r in results if r.problems()]
     if not flagged:
-        return "<h2>Flagged or failed submissions</h2><p>none</p>"
+        return f"<h2>{say('Flagged or failed submissions')}</h2><p>{say('none')}</p>"
     rows = "".join(f"<tr><td>{_text(r.student or '?')}</td><td>{_text(r.unit or '?')}</td>"
                    f"<td>{_text(Path(r.notebook).name)}</td><td>{_status(r)}</td>"
                    f"<td><ul>{''.join(f'<li>{_text(p)}</li>' for p in r.problems())}</ul></td></tr>"
                    for r in sorted(flagged, key=lambda r: (r.student or "", r.unit or "")))
-    return ("<h2>Flagged or failed submissions</h2><table><tr><th>student</th><th>unit</th><th>file</th>"
-            f"<th>status</th><th>reasons</th></tr>{rows}</table>")
+    headers = "".join(f"<th>{name}</th>" for name in (say("student"), say("unit"), say("file"), say("status"),
+                                                       say("reasons")))
+    return f"<h2>{say('Flagged or failed submissions')}</h2><table><tr>{headers}</tr>{rows}</table>"
 
 
 def _status(result: NotebookResult) -> str:
-    return "to grade again" if result.regrade else "failed" if result.error else "flagged"
+    return say("to grade again") if result.regrade else say("failed") if result.error else say("flagged")
 
 
 def _figure(width: float, height: float):
@@ -113,14 +140,16 @@ def _figure(width: float, height: float):
 
 
 def _png(fig) -> str:
-    """The figure as a data: URL, so the report is one file."""
+    """The figure as an image in the page (a data: URL, so the report is one file), described for
+    a screen reader as the units' figures are (grader.figures)."""
     import matplotlib.pyplot as plt
 
     buffer = io.BytesIO()
     fig.tight_layout()
     fig.savefig(buffer, format="png", dpi=100)
+    text = describe(fig)
     plt.close(fig)
-    return "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode()
+    return f"<img alt='{html.escape(text)}' src='data:image/png;base64,{base64.b64encode(buffer.getvalue()).decode()}'>"
 
 
 def _histogram(scores: list[float], top: float, unit: str) -> str:
@@ -128,9 +157,9 @@ def _histogram(scores: list[float], top: float, unit: str) -> str:
     bins = [b - 0.5 for b in range(int(top) + 2)]
     ax.hist(scores, bins=bins, color="tab:blue", edgecolor="white")
     ax.set_xticks(range(0, int(top) + 1, max(1, int(top) // 10)))
-    ax.set_xlabel("total score")
-    ax.set_ylabel("students")
-    ax.set_title(f"{_CONTROL.sub('', unit)}: scores")
+    ax.set_xlabel(say("total score"))
+    ax.set_ylabel(say("students"))
+    ax.set_title(say("{unit}: scores", unit=_CONTROL.sub("", unit)))
     ax.yaxis.get_major_locator().set_params(integer=True)
     return _png(fig)
 
@@ -141,6 +170,6 @@ def _pass_chart(labels: list[str], rates: list[float]) -> str:
     ax.set_yticks(range(len(rates)), [_CONTROL.sub("", label) for label in labels])
     ax.invert_yaxis()
     ax.set_xlim(0, 100)
-    ax.set_xlabel("students passing (%)")
-    ax.set_title("pass rate per exercise")
+    ax.set_xlabel(say("students passing (%)"))
+    ax.set_title(say("pass rate per exercise"))
     return _png(fig)
