@@ -406,20 +406,14 @@ def merged(po, found: list[Text], language: str, unit: str):
     return fresh
 
 
-def closest_obsolete(po, english: str, at_least: float = 0.3):
-    """The obsolete entry (#~) whose English is closest to `english`, if any is close enough: a
-    translation to start from (tools/translations.py to-json shows it)."""
+def closest_obsolete(po, english: str):
+    """The obsolete entry (#~) whose English is closest to `english`, if any is close enough (30%
+    alike): a translation to start from (tools/translations.py to-json shows it)."""
+    return _most_similar(english, [e for e in po if e.obsolete and e.msgstr], at_least=0.3)
+
+
+def _most_similar(english: str, candidates, at_least: float = 0.6):
     best, best_ratio = None, at_least
-    for entry in po:
-        if entry.obsolete and entry.msgstr:
-            ratio = difflib.SequenceMatcher(None, english, entry.msgid, autojunk=False).ratio()
-            if ratio > best_ratio:
-                best, best_ratio = entry, ratio
-    return best
-
-
-def _most_similar(english: str, candidates):
-    best, best_ratio = None, 0.6
     for entry in candidates:
         ratio = difflib.SequenceMatcher(None, english, entry.msgid, autojunk=False).ratio()
         if ratio > best_ratio:

@@ -14,9 +14,9 @@ from typing import Any
 
 from ..fixtures import entries, exercises
 from . import progress
-from .compare import Crash, Mistake, NotWritten, Several, judge_from_plain
+from .compare import Mistake, NotWritten, judge_from_plain
 from .i18n import current, say
-from .spec import CheckFailed, attempt, failure_text, load_call, most_telling
+from .spec import CheckFailed, attempt, failure_text, load_call, most_telling, named_mistake_of
 from .wire import ERROR, from_json, is_error
 
 
@@ -68,11 +68,8 @@ def _named(message: str, got: Any, mistakes: list[Mistake]) -> str | None:
     """What a failure names of the learner's slip, as `spec.most_telling` reads it: a known
     mistake (or several), or the check's own account of an object of another form (NotAsAsked);
     None for an error or a bare difference."""
-    if isinstance(message, Crash):
-        return message.mistake
-    if isinstance(message, Several) or any(m.message == message for m in mistakes):
-        return message
-    return message if is_error(got) and got[ERROR].startswith("NotAsAsked:") else None
+    named = named_mistake_of(message, mistakes)
+    return named or (message if is_error(got) and got[ERROR].startswith("NotAsAsked:") else None)
 
 
 def check(name: str, namespace: dict[str, Any] | None = None) -> None:

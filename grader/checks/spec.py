@@ -234,10 +234,15 @@ def _failure(spec: Spec, case: Case, got: Any) -> tuple[str, str | None] | None:
     message = spec.judge(got, want, mistakes)
     if message is None:
         return None
+    return failure_text(spec.name, case.label, message), named_mistake_of(message, mistakes)
+
+
+def named_mistake_of(message: str, mistakes: list[Mistake]) -> str | None:
+    """The known mistake a judge's message names (several, for a Several), or None for an error
+    or a bare difference: what `most_telling` ranks failures by."""
     if isinstance(message, Crash):
-        return failure_text(spec.name, case.label, message), message.mistake
-    named = message in {m.message for m in mistakes} or isinstance(message, Several)
-    return failure_text(spec.name, case.label, message), message if named else None
+        return message.mistake
+    return message if isinstance(message, Several) or message in {m.message for m in mistakes} else None
 
 
 def judge_all(spec: Spec, cases: list[Case], results: list[Any]) -> tuple[str, str | None] | None:

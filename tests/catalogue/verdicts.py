@@ -79,16 +79,20 @@ def _translations(unit: str) -> tuple[tuple[re.Pattern, re.Pattern, str], ...]:
     translated text of the unit and of the grader; a text's `{fields}` match anything."""
     from grader.authoring import translation
 
-    texts = {**translation.table(translation.load("zh", translation.GRADER)),
-             **translation.table(translation.load("zh", unit))}
+    texts = {**_grader_translations(), **translation.table(translation.load("zh", unit))}
     return tuple((_pattern(english), _pattern(translated), max(_FIELD.split(english), key=len))
                  for english, translated in texts.items() if len(max(_FIELD.split(english), key=len)) > 3)
 
 
-def _translation_of(english: str) -> str:
+@functools.cache
+def _grader_translations() -> dict[str, str]:
     from grader.authoring import translation
 
-    return translation.table(translation.load("zh", translation.GRADER))[english]
+    return translation.table(translation.load("zh", translation.GRADER))
+
+
+def _translation_of(english: str) -> str:
+    return _grader_translations()[english]
 
 
 _FIELD = re.compile(r"\{[^{}]*\}")
