@@ -4,6 +4,7 @@ reach the learners' release."""
 from __future__ import annotations
 
 import difflib
+import re
 
 import nbformat
 import pytest
@@ -71,3 +72,18 @@ def test_a_missing_source_is_named(monkeypatch, tmp_path):
     with pytest.raises(source.SourceError, match=f"{UNIT}.py is missing"):
         source.unit_notebook(UNIT)
 
+
+
+# "Exercise 3", "练习 3": a number that an exercise inserted before it would change.
+EXERCISE_NUMBER = re.compile(r"\b[Ee]xercises? \d|练习 ?\d")
+
+
+@pytest.mark.parametrize("language", course.EDITIONS)
+def test_no_text_numbers_the_exercises(language):
+    """Exercises are named by their function, so inserting one changes no other text (nor its
+    translation)."""
+    numbered = [f"{unit} cell {i}: {m.group(0)!r}"
+                for unit in course.units()
+                for i, cell in enumerate(notebook.read(course.source_notebook(unit, language)).cells)
+                for m in EXERCISE_NUMBER.finditer(cell.source)]
+    assert not numbered, numbered

@@ -115,7 +115,7 @@ show()
 # perpendicular, negative when they point in opposite directions.
 
 # %% [markdown]
-# ### Exercise 1 — `dot_product(a, b)` (about 5 minutes)
+# ### Exercise — `dot_product(a, b)` (about 5 minutes)
 #
 # **Goal:** return the dot product of two 1-D tensors of the same length as a 0-d tensor,
 # written with elementwise multiplication and a sum — *not* with `torch.dot` or `@` (you will
@@ -213,7 +213,7 @@ run(DOT_PRODUCT)
 # those row-by-vector dot products at once — the vectorised form of your function.
 
 # %% [markdown]
-# ### Exercise 2 — `attention_scores_for(query, inputs)` (about 5 minutes)
+# ### Exercise — `attention_scores_for(query, inputs)` (about 5 minutes)
 #
 # **Goal:** given a query vector of shape `(d,)` and the inputs of shape `(T, d)`, return the
 # `T` dot products as one tensor of shape `(T,)`. A loop over rows with your `dot_product` is
@@ -340,7 +340,7 @@ run(Spec("attention_scores_for", call_attention_scores_for, scores_oracle,
 # symmetry is lost.
 
 # %% [markdown]
-# ### Exercise 3 — `similarity_matrix(inputs)` (about 5 minutes)
+# ### Exercise — `similarity_matrix(inputs)` (about 5 minutes)
 #
 # **Goal:** return the `(T, T)` matrix of dot products between all pairs of rows of `inputs` `(T, d)`.
 #
@@ -436,7 +436,7 @@ run(Spec("similarity_matrix", call_similarity_matrix, similarity_oracle,
 
 # %% [markdown]
 # A picture makes the structure visible. Check the symmetry across the diagonal, and that
-# the *journey* row is the one you computed in Exercise 2.
+# the *journey* row is the one you computed with `attention_scores_for`.
 
 # %%
 scores = similarity_matrix(inputs)
@@ -479,7 +479,7 @@ print(f"cos(journey, one):  {cos_before:.4f} -> {cos_after:.4f}")
 
 
 # %% [markdown]
-# ### Exercise 4 — `cosine_similarity_matrix(inputs, eps=1e-8)` (about 10 minutes)
+# ### Exercise — `cosine_similarity_matrix(inputs, eps=1e-8)` (about 10 minutes)
 #
 # **Goal:** return the `(T, T)` matrix of cosine similarities between all pairs of rows.
 # Divide each row by `max(‖row‖, eps)` before taking the dot products, as
@@ -490,7 +490,7 @@ print(f"cos(journey, one):  {cos_before:.4f} -> {cos_after:.4f}")
 #
 # `inputs.norm(dim=-1, keepdim=True)` gives each row's length with shape `(T, 1)`, ready to
 # divide `(T, d)` by. `clamp_min` keeps a number from falling below a floor. Then reuse
-# Exercise 3.
+# `similarity_matrix`.
 # </details>
 
 # %% nbgrader={"grade": false, "grade_id": "u01_cosine_similarity_matrix", "locked": false, "schema_version": 3, "solution": true, "task": false}

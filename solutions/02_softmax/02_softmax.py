@@ -159,7 +159,7 @@ print(naive_softmax(big - big.max()))  # [0.0900, 0.2447, 0.6652], the softmax o
 
 
 # %% [markdown]
-# ### Exercise 1 — `softmax(x, dim=-1)` (about 10 minutes)
+# ### Exercise — `softmax(x, dim=-1)` (about 10 minutes)
 #
 # **Goal:** write a numerically stable softmax along the dimension `dim` of a tensor of any
 # shape. Every slice along `dim` (for a matrix and `dim=-1`: every row) must become positive
@@ -411,7 +411,7 @@ print(context_journey)                                 # [0.4419, 0.6515, 0.5683
 # $\sum_j w_{ij} x^{(j)}$: `(T, T) @ (T, d) -> (T, d)`.
 
 # %% [markdown]
-# ### Exercise 2 — `simple_self_attention(inputs)` (about 10 minutes)
+# ### Exercise — `simple_self_attention(inputs)` (about 10 minutes)
 #
 # **Goal:** given token vectors `inputs` of shape `(T, d)`, return the pair
 # `(weights, context)`: the `(T, T)` attention weights (the softmax of each row of the
@@ -556,7 +556,7 @@ print(softmax(logits))  # the probabilities we started from
 
 
 # %% [markdown]
-# ### Exercise 3 — `softmax_with_temperature(logits, temperature)` (about 5 minutes)
+# ### Exercise — `softmax_with_temperature(logits, temperature)` (about 5 minutes)
 #
 # **Goal:** return the softmax of `logits / temperature` over the last dimension, for logits
 # of shape `(V,)` or `(..., V)`. A temperature of 0 or below makes no sense: raise a
@@ -708,7 +708,7 @@ show()
 # axis is dim `-2`, the one before last.
 
 # %% [markdown]
-# ### Exercise 4 — `prefix_average_loop(x)` (about 10 minutes)
+# ### Exercise — `prefix_average_loop(x)` (about 10 minutes)
 #
 # **Goal:** way 1, a loop over the positions. For `x` of shape `(T, C)` or `(B, T, C)`,
 # return a tensor of the same shape whose row *t* (along dim `-2`) is the mean of rows
@@ -823,9 +823,9 @@ run(Spec("prefix_average_loop", call_prefix_average_loop, prefix_loop_oracle, ex
 # current token. The matrix is the one we use: row *t* averages rows $0, \dots, t$.)
 
 # %% [markdown]
-# ### Exercise 5 — `prefix_average_matmul(x)` (about 10 minutes)
+# ### Exercise — `prefix_average_matmul(x)` (about 10 minutes)
 #
-# **Goal:** the same result as Exercise 4, for `(T, C)` or `(B, T, C)`, with no loop: build
+# **Goal:** the same result as `prefix_average_loop`, for `(T, C)` or `(B, T, C)`, with no loop: build
 # the `(T, T)` averaging matrix and multiply.
 #
 # <details><summary>Hint</summary>

@@ -234,7 +234,7 @@ print("symmetric with 3 words:", np.allclose(scores, scores.T), "| with 4 words:
 
 
 # %% [markdown]
-# ### Exercise 1 — `attention_numpy(x, w_query, w_key, w_value)` (about 10 minutes)
+# ### Exercise — `attention_numpy(x, w_query, w_key, w_value)` (about 10 minutes)
 #
 # **Goal:** put steps 3 to 6 in one NumPy function. Given the inputs `x` of shape
 # `(T, d_in)` and the three weight matrices (`w_query` and `w_key` of shape `(d_in, d_k)`,
@@ -438,7 +438,7 @@ print("keys[0].transpose(-2, -1):", keys[0].transpose(-2, -1).shape, "(no batch:
 
 
 # %% [markdown]
-# ### Exercise 2 — `SelfAttention(d_in, d_out, qkv_bias=False)` (about 15 minutes)
+# ### Exercise — `SelfAttention(d_in, d_out, qkv_bias=False)` (about 15 minutes)
 #
 # **Goal:** a module with three projections `W_query`, `W_key`, `W_value`, each an
 # `nn.Linear(d_in, d_out, bias=qkv_bias)` with exactly these names, whose `forward(x)` takes
@@ -658,7 +658,7 @@ print("same as F.scaled_dot_product_attention:", torch.allclose(batch_context, b
 # `x_q = x_kv = x`.
 
 # %% [markdown]
-# ### Exercise 3 — `CrossAttention(d_q, d_kv, d_out, qkv_bias=False)` (about 10 minutes)
+# ### Exercise — `CrossAttention(d_q, d_kv, d_out, qkv_bias=False)` (about 10 minutes)
 #
 # **Goal:** a module with `W_query = nn.Linear(d_q, d_out, bias=qkv_bias)` and
 # `W_key`, `W_value = nn.Linear(d_kv, d_out, bias=qkv_bias)`, whose `forward(x_q, x_kv)` takes

@@ -150,7 +150,7 @@ print(f"variance of q·k: {(q_fresh * k_fresh).sum(dim=-1).var().item():.2f}   (
 
 
 # %% [markdown]
-# ### Exercise 1 — `dot_product_variance(d, num_samples=10_000, generator=None)` (about 10 minutes)
+# ### Exercise — `dot_product_variance(d, num_samples=10_000, generator=None)` (about 10 minutes)
 #
 # **Goal:** draw `num_samples` pairs of vectors $q, k \sim \mathcal{N}(0, I_d)$, compute the
 # dot product of each pair, and return the (empirical) **variance** of those dot products as a
@@ -343,7 +343,7 @@ show()
 # `0 * -inf = nan`.
 
 # %% [markdown]
-# ### Exercise 2 — `attention_entropy(weights)` (about 10 minutes)
+# ### Exercise — `attention_entropy(weights)` (about 10 minutes)
 #
 # **Goal:** given attention weights of shape `(..., T)` (each row along the last dimension is a
 # probability distribution), return the entropy of every row in nats, shape `(...,)` — the
@@ -562,7 +562,7 @@ mask_batch = torch.tensor([[False, False, False, False, True],
 
 
 # %% [markdown]
-# ### Exercise 3 — `scaled_dot_product_attention(q, k, v, mask=None)` (about 20 minutes)
+# ### Exercise — `scaled_dot_product_attention(q, k, v, mask=None)` (about 20 minutes)
 #
 # **Goal:** return `(output, weights)` — in that order — where
 # `weights = softmax(q kᵀ / √d_k)` over the keys, with the blocked positions set to $-\infty$

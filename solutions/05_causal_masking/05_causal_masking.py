@@ -206,7 +206,7 @@ show()
 # next one is not).
 
 # %% [markdown]
-# ### Exercise 1 — `causal_mask(num_tokens, device=None)` (about 5 minutes)
+# ### Exercise — `causal_mask(num_tokens, device=None)` (about 5 minutes)
 #
 # **Goal:** return a boolean tensor of shape `(num_tokens, num_tokens)` that is `True` strictly
 # above the diagonal (the blocked future) and `False` elsewhere, created on `device`.
@@ -311,7 +311,7 @@ print(causal_mask(4))
 # a model generating text has not written yet.
 
 # %% [markdown]
-# ### Exercise 2 — `causal_attention_weights(scores)` (about 5 minutes)
+# ### Exercise — `causal_attention_weights(scores)` (about 5 minutes)
 #
 # **Goal:** given attention scores of shape `(..., T, T)` (any number of leading dimensions,
 # already scaled by $\sqrt{d_k}$), block the future with $-\infty$ and apply the softmax over
@@ -570,7 +570,7 @@ print("SDPA given the True=blocked mask by mistake, same output:", torch.allclos
 # first is simpler and cheaper.
 
 # %% [markdown]
-# ### Exercise 3 — `renormalize_after_mask(weights)` (about 5 minutes)
+# ### Exercise — `renormalize_after_mask(weights)` (about 5 minutes)
 #
 # **Goal:** `weights` are the softmax of *unmasked* scores, shape `(..., T, T)`. Set the weights
 # of the future to 0 and divide each row by its new sum. Return a tensor of the same shape.
@@ -715,7 +715,7 @@ print("sliced to the batch's length:", short_scores.masked_fill(full_mask[:4, :4
 
 
 # %% [markdown]
-# ### Exercise 4 — `CausalAttention(d_in, d_out, context_length, dropout, qkv_bias=False)` (about 20 minutes)
+# ### Exercise — `CausalAttention(d_in, d_out, context_length, dropout, qkv_bias=False)` (about 20 minutes)
 #
 # **Goal:** a single-head causal self-attention layer. It has
 # - `W_query`, `W_key`, `W_value`: `nn.Linear(d_in, d_out, bias=qkv_bias)`;
@@ -982,7 +982,7 @@ show()
 #   mode — and put the module back in the mode it was in, since the caller may be training it.
 
 # %% [markdown]
-# ### Exercise 5 — `is_causal(module, num_tokens, d_in, trials=3)` (about 15 minutes)
+# ### Exercise — `is_causal(module, num_tokens, d_in, trials=3)` (about 15 minutes)
 #
 # **Goal:** return `True` when `module` (which maps `(B, num_tokens, d_in)` to
 # `(B, num_tokens, d_out)`) is causal and `False` when some output depends on a later token.
@@ -1159,7 +1159,7 @@ print("trained model, with mask: ", is_causal(causal_lm.attention.cpu(), WINDOW,
 # | sentence 2 (2 real tokens) | · | · | pad | pad |
 
 # %% [markdown]
-# ### Exercise 6 — `padding_mask(lengths, num_tokens)` (about 5 minutes)
+# ### Exercise — `padding_mask(lengths, num_tokens)` (about 5 minutes)
 #
 # **Goal:** return a boolean tensor of shape `(B, num_tokens)`, `True` at the padding positions
 # (position ≥ the sentence's length) and `False` at the real tokens. `lengths` is a list of ints
@@ -1315,7 +1315,7 @@ print("any NaN left:", torch.isnan(finite).any().item(), torch.isnan(zeroed).any
 # as you did for leaks from the future.
 
 # %% [markdown]
-# ### Exercise 7 — `is_permutation_equivariant(fn, num_tokens, d, trials=3)` (about 10 minutes)
+# ### Exercise — `is_permutation_equivariant(fn, num_tokens, d, trials=3)` (about 10 minutes)
 #
 # **Goal:** return `True` when `fn` is permutation-equivariant and `False` when the order of the
 # tokens changes what it computes. `fn` is any function (or a module in `eval()` mode) that maps
@@ -1600,7 +1600,7 @@ def sinusoidal_positions(num_tokens, d):
 
 
 # %% [markdown]
-# ### Exercise 8 — `rope(x, positions, base=10000.0)` (about 15 minutes)
+# ### Exercise — `rope(x, positions, base=10000.0)` (about 15 minutes)
 #
 # **Goal:** apply RoPE to queries or keys `x` of shape `(..., T, d)`, with `d` even. Pair `i` is
 # the entries `(2i, 2i+1)` of each row; the row of token `t` turns pair `i` counter-clockwise by

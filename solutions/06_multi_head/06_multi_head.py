@@ -186,7 +186,7 @@ print(one_head(batch).shape)  # (2, 6, 2)
 # `heads.0.W_query.weight`, `heads.1.W_query.weight`, ...
 
 # %% [markdown]
-# ### Exercise 1 — `MultiHeadAttentionWrapper` (about 10 minutes)
+# ### Exercise — `MultiHeadAttentionWrapper` (about 10 minutes)
 #
 # **Goal:** a module with an `nn.ModuleList` called `heads` holding `num_heads` independent
 # `CausalAttention(d_in, d_out, context_length, dropout, qkv_bias)` heads; `forward(x)` runs
@@ -432,7 +432,7 @@ print(back.contiguous().view(1, 3, 6)[0])  # .contiguous() copies into the new o
 # %% [markdown]
 # `reshape` does the same as `.contiguous().view(...)`: it copies only when it must.
 #
-# ### Exercise 2 — `split_heads(x, num_heads)` and `merge_heads(x)` (about 15 minutes)
+# ### Exercise — `split_heads(x, num_heads)` and `merge_heads(x)` (about 15 minutes)
 #
 # **Goal:**
 # - `split_heads(x, num_heads)`: `(B, T, D)` → `(B, H, T, D / H)`, head `h` holding features
@@ -606,7 +606,7 @@ print(split_heads(labels, 2)[0, 1])  # head 1: tens digit 2 everywhere, tokens 1
 # is blocked.
 
 # %% [markdown]
-# ### Exercise 3 — `MultiHeadAttention` (about 25 minutes)
+# ### Exercise — `MultiHeadAttention` (about 25 minutes)
 #
 # **Goal:** `MultiHeadAttention(d_in, d_out, context_length, dropout, num_heads, qkv_bias=False)`
 # with exactly these attributes:
@@ -1211,7 +1211,7 @@ for name, param in torch_mha_demo.named_parameters():
 #   `causal_mask` — and the *opposite* of `F.scaled_dot_product_attention`, where True means
 #   "may attend" (unit 05). Its `dropout` acts on the attention weights in training mode, as ours.
 #
-# ### Exercise 4 — `to_torch_mha(mha)` (about 20 minutes)
+# ### Exercise — `to_torch_mha(mha)` (about 20 minutes)
 #
 # **Goal:** given your `MultiHeadAttention` with `d_in == d_out`, return an
 # `nn.MultiheadAttention(embed_dim=mha.d_out, num_heads=mha.num_heads, bias=True, batch_first=True)`
@@ -1434,7 +1434,7 @@ print("out_proj.bias:      ", theirs.out_proj.bias.detach())
 # with its bias. The number of heads does not appear: the heads *share out* one projection
 # of width `d_out`, they do not each get their own.
 #
-# ### Exercise 5 — `mha_param_count(d_in, d_out, num_heads, qkv_bias=False)` (about 5 minutes)
+# ### Exercise — `mha_param_count(d_in, d_out, num_heads, qkv_bias=False)` (about 5 minutes)
 #
 # **Goal:** return, as a Python `int`, the number of parameters of
 # `MultiHeadAttention(d_in, d_out, context_length, dropout, num_heads, qkv_bias)`, computed from

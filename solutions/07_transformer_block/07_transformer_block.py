@@ -180,7 +180,7 @@ print(x_example.shape)  # (B, T, emb_dim) = (2, 3, 4)
 
 
 # %% [markdown]
-# ### Exercise 1 — `LayerNorm(emb_dim, eps=1e-5)` (about 15 minutes)
+# ### Exercise — `LayerNorm(emb_dim, eps=1e-5)` (about 15 minutes)
 #
 # **Goal:** a module with two learned parameters, `scale` (ones) and `shift` (zeros), each of
 # shape `(emb_dim,)` and made with `nn.Parameter`, whose `forward` normalises every vector
@@ -375,7 +375,7 @@ print("variances of the normalised tokens:", normed.var(dim=-1, unbiased=False))
 # the grader can tell them apart.
 
 # %% [markdown]
-# ### Exercise 2 — `GELU()` (about 10 minutes)
+# ### Exercise — `GELU()` (about 10 minutes)
 #
 # **Goal:** an `nn.Module` with no parameters whose `forward(x)` applies the tanh
 # approximation above to every entry of a tensor of any shape.
@@ -494,7 +494,7 @@ print("your GELU vs PyTorch's:", (yours - F.gelu(xs, approximate="tanh")).abs().
 # smallest version), and swaps ReLU for GELU.
 
 # %% [markdown]
-# ### Exercise 3 — `FeedForward(emb_dim)` (about 10 minutes)
+# ### Exercise — `FeedForward(emb_dim)` (about 10 minutes)
 #
 # **Goal:** a module with one attribute `layers`, an `nn.Sequential` of
 # `nn.Linear(emb_dim, 4 * emb_dim)`, your `GELU()` and `nn.Linear(4 * emb_dim, emb_dim)`, in
@@ -575,8 +575,7 @@ def feed_forward_oracle(state, x, activation=lambda h: F.gelu(h, approximate="ta
 def feed_forward_mistakes(state, x):
     yield Mistake("you used ReLU between the two layers; GPT's feed-forward network uses GELU",
                   feed_forward_oracle(state, x, torch.relu))
-    yield Mistake("the activation is the exact GELU (with erf); use the tanh approximation (your GELU from "
-                  "Exercise 2)", feed_forward_oracle(state, x, F.gelu))
+    yield Mistake("the activation is the exact GELU (with erf); use the tanh approximation (your GELU)", feed_forward_oracle(state, x, F.gelu))
     yield Mistake("there is no activation between the two linear layers", feed_forward_oracle(state, x, lambda h: h))
     yield Mistake("you applied GELU after the second linear layer too: the feed-forward network ends with that layer, "
                   "and GELU goes only between the two", F.gelu(feed_forward_oracle(state, x), approximate="tanh"))
@@ -819,7 +818,7 @@ print(f"mean loss over the last 10 steps: post-norm {sum(post_losses[-10:]) / 10
 # shortcut itself is never dropped out. In `eval()` mode dropout does nothing.
 
 # %% [markdown]
-# ### Exercise 4 — `TransformerBlock(emb_dim, num_heads, context_length, dropout, qkv_bias=False)` (about 20 minutes)
+# ### Exercise — `TransformerBlock(emb_dim, num_heads, context_length, dropout, qkv_bias=False)` (about 20 minutes)
 #
 # **Goal:** a pre-norm block with the attributes
 # - `att`: the given `MultiHeadAttention` from `emb_dim` to `emb_dim`, with `num_heads` heads,
@@ -1002,12 +1001,11 @@ BLOCK_MISTAKES = {  # message: how block_reference computes what the mistaken bl
         {"norms": ("norm2", "norm1")},
     "the feed-forward sub-layer comes before the attention; attention comes first":
         {"layers": ("ff", "att"), "norms": ("norm2", "norm1")},
-    "the feed-forward network inside the block uses the exact GELU (with erf): fix your GELU (Exercise 2) first":
+    "the feed-forward network inside the block uses the exact GELU (with erf): fix your GELU first":
         {"activation": F.gelu},
-    "the feed-forward network inside the block uses ReLU: fix your FeedForward (Exercise 3) first":
+    "the feed-forward network inside the block uses ReLU: fix your FeedForward first":
         {"activation": torch.relu},
-    "the LayerNorms inside the block use the unbiased variance (dividing by emb_dim - 1): fix your LayerNorm "
-    "(Exercise 1) first": {"correction": 1},
+    "the LayerNorms inside the block use the unbiased variance (dividing by emb_dim - 1): fix your LayerNorm first": {"correction": 1},
 }
 
 

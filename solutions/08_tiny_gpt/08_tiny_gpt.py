@@ -203,7 +203,7 @@ print(train_text[:250])
 # so `' '` is 0, `'d'` is 1, ..., `'w'` is 7, and `"hello"` becomes `[3, 2, 4, 4, 5]`.
 
 # %% [markdown]
-# ### Exercise 1 — `CharTokenizer(text)` (about 10 minutes)
+# ### Exercise — `CharTokenizer(text)` (about 10 minutes)
 #
 # **Goal:** a class built from a text, with
 # - `vocab_size`: the number of distinct characters in the text;
@@ -362,7 +362,7 @@ print(train_data.shape, val_data.shape)
 # them should be possible, the last included.
 
 # %% [markdown]
-# ### Exercise 2 — `get_batch(data, block_size, batch_size, generator=None)` (about 10 minutes)
+# ### Exercise — `get_batch(data, block_size, batch_size, generator=None)` (about 10 minutes)
 #
 # **Goal:** from a 1-D tensor of token ids, draw `batch_size` random start positions (each of
 # `0 ... len(data) - block_size - 1` must be possible, using `generator` for the randomness so
@@ -618,7 +618,7 @@ class TransformerBlock(nn.Module):
 
 
 # %% [markdown]
-# ### Exercise 3 — `TinyGPT(cfg)` (about 25 minutes)
+# ### Exercise — `TinyGPT(cfg)` (about 25 minutes)
 #
 # **Goal:** the model of the table above, configured by a `GPTConfig` (given: a dataclass you
 # build with keywords, `GPTConfig(vocab_size=..., context_length=..., ...)`).
@@ -893,7 +893,7 @@ run(Spec("TinyGPT", call_tinygpt, tinygpt_oracle, examples=tinygpt_examples, cas
 # of the projections between them, they do not add any.
 
 # %% [markdown]
-# ### Exercise 4 — `gpt_param_count(cfg, tied=False)` (about 15 minutes)
+# ### Exercise — `gpt_param_count(cfg, tied=False)` (about 15 minutes)
 #
 # **Goal:** from the numbers in `cfg` alone (do not build the model: the checks include GPT-2
 # small, whose 124 million parameters would take a while to create), return a dict of Python
@@ -1139,7 +1139,7 @@ print("logits:", tuple(logits.shape), "| loss:", round(loss.item(), 3), "| log V
 # text only about three times and does not overfit.
 
 # %% [markdown]
-# ### Exercise 5 — `train_step(model, optimizer, x, y, max_norm=None)` (about 10 minutes)
+# ### Exercise — `train_step(model, optimizer, x, y, max_norm=None)` (about 10 minutes)
 #
 # **Goal:** one optimisation step on the batch `(x, y)`, in this order: clear the gradients
 # the model holds (those of the previous step, or of any `backward()` run before `train_step`
@@ -1539,7 +1539,7 @@ with torch.no_grad():
     fast_loss = FastGPT(as_written)(xb.to(device), yb.to(device))[1].item()
 print(f"loss as you wrote it: {slow_loss:.6f}   fast path: {fast_loss:.6f}   difference: {abs(slow_loss - fast_loss):.1e}")
 assert abs(slow_loss - fast_loss) <= 1e-4 * max(1.0, slow_loss), (
-    "your TinyGPT and the fast path disagree: the fast path follows exercise 3's description step by step "
+    "your TinyGPT and the fast path disagree: the fast path follows the TinyGPT exercise's description step by step "
     "(embeddings plus positions, drop_emb, blocks, final_norm, out_head). Check your TinyGPT against it, "
     "or set FAST = False below to train your model as you wrote it")
 
@@ -1799,7 +1799,7 @@ show()
 
 
 # %% [markdown]
-# ### Exercise 6 — `sample_next_token(logits, temperature=1.0, top_k=None, top_p=None, generator=None)` (about 20 minutes)
+# ### Exercise — `sample_next_token(logits, temperature=1.0, top_k=None, top_p=None, generator=None)` (about 20 minutes)
 #
 # **Goal:** given logits of shape `(B, V)` for the last position, return one sampled token id
 # per row, shape `(B, 1)`, dtype `long`:
@@ -2050,7 +2050,7 @@ run(Spec("sample_next_token", call_sample_next_token, lambda logits, settings: s
 #   that building the autograd graph would cost.
 
 # %% [markdown]
-# ### Exercise 7 — `generate(model, idx, max_new_tokens, temperature=1.0, top_k=None, top_p=None, generator=None)` (about 15 minutes)
+# ### Exercise — `generate(model, idx, max_new_tokens, temperature=1.0, top_k=None, top_p=None, generator=None)` (about 15 minutes)
 #
 # **Goal:** starting from `idx` of shape `(B, T0)`, append `max_new_tokens` tokens, each one
 # chosen by `sample_next_token` from the logits of the last position, and return all of them,

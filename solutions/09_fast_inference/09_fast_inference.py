@@ -422,7 +422,7 @@ print(f"attention scores per head and layer: {plain_scores:,} without, {cached_s
 # `torch.cat` or with such a buffer, either is fine.
 
 # %% [markdown]
-# ### Exercise 1 — `KVCache` (about 10 minutes)
+# ### Exercise — `KVCache` (about 10 minutes)
 #
 # **Goal:** the class of the table: `append(k, v)` stores keys and values of shape
 # `(B, H, t, head_dim)` after the ones already stored (along dimension −2) and returns all the
@@ -618,7 +618,7 @@ run(Spec("KVCache", call_kv_cache, kv_cache_oracle, examples=kv_cache_examples, 
 # one as soon as `P > 0`: its first row lets the query see key 0 only.
 
 # %% [markdown]
-# ### Exercise 2 — `cached_attention(att, x, cache)` (about 25 minutes)
+# ### Exercise — `cached_attention(att, x, cache)` (about 25 minutes)
 #
 # **Goal:** the output of the causal multi-head attention layer `att` (a `MultiHeadAttention`
 # of the given code: use its `W_query`, `W_key`, `W_value`, `out_proj`, `num_heads`, `head_dim`
@@ -839,7 +839,7 @@ print("largest difference from the full pass:", (torch.cat(pieces, dim=1) - full
 # them must fail with a clear message, as `TinyGPT.forward` does.
 
 # %% [markdown]
-# ### Exercise 3 — `forward_cached(model, idx, caches)` (about 15 minutes)
+# ### Exercise — `forward_cached(model, idx, caches)` (about 15 minutes)
 #
 # **Goal:** the logits `(B, t, V)` of a `TinyGPT` for the new tokens `idx` `(B, t)` that follow the
 # `P = len(caches[0])` tokens already cached, using `caches`, a list of one `KVCache` per block
@@ -1096,7 +1096,7 @@ print("logits", tuple(pieces.shape), "| largest difference from the plain forwar
 # fills the context; after that every step is a rebuild. We will measure it.
 
 # %% [markdown]
-# ### Exercise 4 — `generate_cached(model, idx, max_new_tokens, temperature=1.0, top_k=None, top_p=None, generator=None)` (about 20 minutes)
+# ### Exercise — `generate_cached(model, idx, max_new_tokens, temperature=1.0, top_k=None, top_p=None, generator=None)` (about 20 minutes)
 #
 # **Goal:** `generate` with a cache, with the same contract: return the prompt `idx` `(B, T0)`
 # followed by `max_new_tokens` new tokens, each chosen by `sample_next_token` from the logits of
@@ -1558,7 +1558,7 @@ print(f"speed-up at {counts_new[-1]} new tokens: x{speedup:.1f}")
 # length of the text. Its `rope` is the answer to unit 05's exercise `rope`: if you have not done
 # unit 05 yet, do it first and come back, since the cell gives that exercise away.
 #
-# Under a cache, the question of exercise 3 comes back in a new form: **at which positions do the
+# Under a cache, the question of `forward_cached` comes back in a new form: **at which positions do the
 # new tokens stand?** At `P ... P + t − 1`, with `P = len(cache)` read before the append. The keys
 # of the cached tokens were turned by their own positions when they arrived, and they stay right:
 # turning a query at `P + i` and a key at `j` gives the score their distance `P + i − j` calls
@@ -1601,7 +1601,7 @@ class RotaryMultiHeadAttention(MultiHeadAttention):
 
 
 # %% [markdown]
-# ### Exercise 5 — `rotary_cached_attention(att, x, cache)` (about 10 minutes)
+# ### Exercise — `rotary_cached_attention(att, x, cache)` (about 10 minutes)
 #
 # **Goal:** `cached_attention` for a `RotaryMultiHeadAttention` `att`: for new tokens `x` of shape
 # `(B, t, d_in)` that follow the `len(cache)` tokens in `cache`, turn each head's new queries and
@@ -1616,7 +1616,7 @@ class RotaryMultiHeadAttention(MultiHeadAttention):
 # heads are split and before the keys go into the cache. Which positions do the new tokens hold?
 # <details><summary>More</summary>
 #
-# The positions are the ones exercise 3 gave the position embedding, for the same reason. `rope`
+# The positions are the ones `forward_cached` gave the position embedding, for the same reason. `rope`
 # accepts any leading dimensions: give it the split `(B, H, t, head_dim)` queries and keys, so that
 # each head turns its own pairs, and the layer's `base`. The values are not turned.
 # </details>
@@ -1840,7 +1840,7 @@ print("largest difference from the full pass:", (torch.cat(pieces, dim=1) - full
 # query, and those distances grow with the text, past any the model was trained on. StreamingLLM
 # (Xiao et al., 2023, section 3.2) does the opposite: it caches the keys *before* turning them,
 # and at every step turns all of them by their places *in the cache*, `0 ... len(cache) − 1`, so
-# that no distance exceeds the size of the cache. Exercise 5 has a second correct answer that does
+# that no distance exceeds the size of the cache. `rotary_cached_attention` has a second correct answer that does
 # just that: cache the keys unturned, and at every step turn all of them by `0 ... P + t − 1`. For
 # a cache that never forgets, both answers give the same scores; for a rolling one, only the
 # second keeps the distances within what the model knows.
@@ -2135,7 +2135,7 @@ print(f"in one go: max {scores.max().item():.0f}, sum {torch.exp(scores - scores
 # output at every block instead of dividing once at the end).
 
 # %% [markdown]
-# ### Exercise 6 — `online_softmax_attention(q, k, v, block_size, causal=False)` (about 30 minutes)
+# ### Exercise — `online_softmax_attention(q, k, v, block_size, causal=False)` (about 30 minutes)
 #
 # **Goal:** the scaled dot-product attention output of unit 04, `softmax(q kᵀ / √d) v`, for
 # `q` of shape `(..., T_q, d)`, `k` of shape `(..., T_k, d)` and `v` of shape `(..., T_k, d_v)`
@@ -2143,7 +2143,7 @@ print(f"in one go: max {scores.max().item():.0f}, sum {torch.exp(scores - scores
 # `block_size` (the last block may be shorter) with a running maximum, a running sum and a running
 # weighted sum of the values, as in the table above. With `causal=True`, query `i` may not look at
 # keys `j > i`: query `i` and key `i` stand at the same position, the top-left alignment of
-# `is_causal=True`, unlike exercise 2, where new query `i` stands at `P + i`. No tensor may be as
+# `is_causal=True`, unlike `cached_attention`, where new query `i` stands at `P + i`. No tensor may be as
 # large as the full matrix of `T_q × T_k` scores (a boolean mask of that size is fine). Return
 # `(..., T_q, d_v)` in the dtype of `q`.
 #
@@ -2586,7 +2586,7 @@ with torch.no_grad():
 # and their cache holds `num_kv_heads` heads instead of `num_heads`: that is the whole point.
 
 # %% [markdown]
-# ### Exercise 7 — `kv_cache_bytes(cfg, num_tokens, batch_size=1, dtype=torch.float32, num_kv_heads=None)` (about 5 minutes)
+# ### Exercise — `kv_cache_bytes(cfg, num_tokens, batch_size=1, dtype=torch.float32, num_kv_heads=None)` (about 5 minutes)
 #
 # **Goal:** return, as a Python `int`, the bytes that the keys and values of every layer of a
 # model with configuration `cfg` take for `num_tokens` positions of `batch_size` texts, stored
@@ -2719,7 +2719,7 @@ print(f"the 7B model with 8 key/value heads instead of 32: {grouped / 1e9:.2f} G
 # the attention of section 1; write it.
 
 # %% [markdown]
-# ### Exercise 8 — `GroupedQueryAttention(d_in, d_out, context_length, dropout, num_heads, num_kv_heads, qkv_bias=False)` (about 20 minutes)
+# ### Exercise — `GroupedQueryAttention(d_in, d_out, context_length, dropout, num_heads, num_kv_heads, qkv_bias=False)` (about 20 minutes)
 #
 # **Goal:** the causal multi-head attention of section 1, with `num_kv_heads` key/value heads
 # shared by the `num_heads` query heads. Consecutive query heads share one: with 8 query heads
@@ -3101,7 +3101,7 @@ for kv_heads in (8, 2, 1):
 # difference is scaled by `P_ij`. `rowsum(dO ∘ O)` gives it without any `T_q × T_k` tensor.
 
 # %% [markdown]
-# ### Exercise 9 (optional) — `flash_attention(q, k, v, block_size, causal=False)` (about 40 minutes)
+# ### Exercise (optional) — `flash_attention(q, k, v, block_size, causal=False)` (about 40 minutes)
 #
 # **Goal:** the output of `online_softmax_attention`, differentiable with respect to `q`, `k`
 # and `v`, through a `torch.autograd.Function` whose forward saves only `q`, `k`, `v`, the output
@@ -3117,7 +3117,7 @@ for kv_heads in (8, 2, 1):
 # `block_size` and `causal`. Then `flash_attention` calls `FlashAttentionFunction.apply`.
 # <details><summary>More</summary>
 #
-# In the forward loop of exercise 6, after the last block, `L = m + torch.log(l)`. In the
+# In the forward loop of `online_softmax_attention`, after the last block, `L = m + torch.log(l)`. In the
 # backward loop, mask the block's scores exactly as the forward did, so that `exp(−∞ − L) = 0`;
 # `dk[..., start:start + b, :]` and `dv[..., start:start + b, :]` are written block by block,
 # `dq` is summed.
@@ -3372,11 +3372,11 @@ q64, k64, v64 = (torch.randn((1, 1, 12, 4) if GRADING else (1, 2, 24, 8), dtype=
 print("gradcheck against finite differences:",
       torch.autograd.gradcheck(lambda a, b, c: flash_attention(a, b, c, 7, True), (q64, k64, v64)))
 
-kept = {"full attention": [], "online softmax (exercise 6)": [], "flash_attention": []}
+kept = {"full attention": [], "your online softmax": [], "flash_attention": []}
 for t in ([128, 256] if GRADING else [256, 512, 1024]):
     q, k, v = (torch.randn(1, 4, t, 64, device=device, requires_grad=True) for _ in range(3))
     for name, fn, blocks in (("full attention", full_attention, ()),
-                             ("online softmax (exercise 6)", online_softmax_attention, (128,)),
+                             ("your online softmax", online_softmax_attention, (128,)),
                              ("flash_attention", flash_attention, (128,))):
         with PeakMemory(q, k, v) as meter:
             out = fn(q, k, v, *blocks, causal=True)
@@ -3398,7 +3398,7 @@ for name, values in kept.items():
 
 # %% [markdown]
 # In our run at `T = 1024`: full attention kept 18 MiB for the backward pass, its 16 MiB of
-# `T × T` weights, a 1 MiB mask and the 1 MiB output; your loop of exercise 6 kept 43.5 MiB, every
+# `T × T` weights, a 1 MiB mask and the 1 MiB output; your loop in `online_softmax_attention` kept 43.5 MiB, every
 # block's scores and weights and more; `flash_attention` kept 1 MiB, the output and 16 KiB of
 # log-sum-exp, one number per query, and doubling `T` only doubles it. (The meter does not count
 # `q`, `k` and `v`: they were made before it started, and every way keeps them.) That is how

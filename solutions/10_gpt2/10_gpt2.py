@@ -475,7 +475,7 @@ for name, tensor in list(example_state.items())[:16]:
 print(f"... {len(example_state)} tensors in all")
 
 # %% [markdown]
-# ### Exercise 1 — `load_gpt2(model, state_dict)` (about 30 minutes)
+# ### Exercise — `load_gpt2(model, state_dict)` (about 30 minutes)
 #
 # **Goal:** copy a GPT-2 state dict, in the checkpoint's format, into `model`, a `TinyGPT` built
 # from a matching `GPTConfig` with `qkv_bias=True`, and return the model:
@@ -1032,7 +1032,7 @@ maps = attention_maps(gpt2, repeated)
 print("attention weights:", tuple(maps.shape), "| sequences:", tuple(repeated.shape))
 
 # %% [markdown]
-# ### Exercise 2 — `induction_scores(weights, period)` (about 10 minutes)
+# ### Exercise — `induction_scores(weights, period)` (about 10 minutes)
 #
 # **Goal:** for attention weights `weights` of shape `(layers, heads, T, T)` (a tensor, as
 # `attention_maps` returns it) over a sequence that repeats with the given `period`, return a
@@ -1293,7 +1293,7 @@ text_maps = attention_maps(gpt2, text)                                          
 print(f"{text.shape[1]} tokens; attention weights {tuple(text_maps.shape)}")
 
 # %% [markdown]
-# ### Exercise 3 — `first_token_share(weights)` (about 10 minutes)
+# ### Exercise — `first_token_share(weights)` (about 10 minutes)
 #
 # **Goal:** for attention weights of shape `(layers, heads, T, T)`, return a `(layers, heads)`
 # tensor: for each head, the mean weight that the queries at positions `4, 5, ..., T − 1` put on

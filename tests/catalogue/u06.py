@@ -86,7 +86,7 @@ def _to_torch(old: str, new: str) -> str:
 
 
 MISTAKES = [
-    # --- Exercise 1: the wrapper ------------------------------------------------------------
+    # --- the wrapper ------------------------------------------------------------
     Mistake("wrapper concatenates on the token axis", W, _WRAPPER_INIT + """
     def forward(self, x):
         return torch.cat([h(x) for h in self.heads], dim=1)
@@ -151,7 +151,7 @@ class MultiHeadAttentionWrapper(nn.Module):
         return torch.cat([h(x) for h in self.heads], dim=-1)
 """, "pass the `dropout` rate on"),
 
-    # --- Exercise 2: split and merge -----------------------------------------------------------
+    # --- split and merge -----------------------------------------------------------
     Mistake("split_heads: view straight to (B, H, T, hd)", S, """
 def split_heads(x, num_heads):
     B, T, D = x.shape
@@ -197,7 +197,7 @@ def merge_heads(x):
     return x.transpose(1, 2)
 """, "did not flatten"),
 
-    # --- Exercise 3: MultiHeadAttention -------------------------------------------------------
+    # --- MultiHeadAttention -------------------------------------------------------
     Mistake("split into head_dim heads of num_heads features", M, _forward(
         "view(B, T, self.num_heads, self.head_dim)", "view(B, T, self.head_dim, self.num_heads)"),
         "split the features into head_dim heads of num_heads features each"),
@@ -282,7 +282,7 @@ def merge_heads(x):
         "w = F.dropout(torch.softmax(scores, dim=-1), self.dropout.p)"),
             "in eval() mode your output is random"),
 
-    # --- Exercise 4: to_torch_mha --------------------------------------------------------------
+    # --- to_torch_mha --------------------------------------------------------------
     Mistake("device and dtype ignored", T, _to_torch(", device=w.device,\n" + " " * 30 + "dtype=w.dtype)", ")"),
             "build it with the module's dtype and device"),
     Mistake("in_proj packed as key, query, value", T, _to_torch(
@@ -323,7 +323,7 @@ def to_torch_mha(mha):
     return mha.eval()
 """, "not an nn.MultiheadAttention"),
 
-    # --- Exercise 5: parameter count -----------------------------------------------------------
+    # --- parameter count -----------------------------------------------------------
     Mistake("count without out_proj's bias", P, """
 def mha_param_count(d_in, d_out, num_heads, qkv_bias=False):
     if d_out % num_heads:

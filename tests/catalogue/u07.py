@@ -146,13 +146,13 @@ MISTAKES = [
         mean = x.mean(dim=-1, keepdim=True)
         var = x.var(dim=-1, keepdim=True)
         return self.scale * (x - mean) / torch.sqrt(var + self.eps) + self.shift
-"""), "fix your LayerNorm (Exercise 1) first", graded_at=B),
+"""), "fix your LayerNorm first", graded_at=B),
     # --- GELU -----------------------------------------------------------------------------
     Mistake("exact erf GELU, seen from the transformer block", G, """
 class GELU(nn.Module):
     def forward(self, x):
         return F.gelu(x)
-""", "fix your GELU (Exercise 2) first", graded_at=B),
+""", "fix your GELU first", graded_at=B),
     Mistake("exact erf GELU with F.gelu's default", G, """
 class GELU(nn.Module):
     def forward(self, x):
