@@ -88,3 +88,23 @@ def figure_problems(nb, language: str) -> list[str]:
             elif f'alt="{html.escape(text)}"' not in output.data.get("text/html", ""):
                 found.append(f"cell {index}: JupyterLab's view of the figure lacks the description")
     return found if figures else ["no figure at all"]
+
+
+# The text a README picture shows, kept in the PNG itself, so that a fast test finds a picture
+# older than what the course says now (tests/test_docs.py).
+SHOWS = "Shows"
+
+
+def keep_picture(made: Path, kept: Path, shows: str) -> None:
+    from PIL import Image, PngImagePlugin
+
+    info = PngImagePlugin.PngInfo()
+    info.add_itxt(SHOWS, shows)
+    kept.parent.mkdir(exist_ok=True)
+    Image.open(made).save(kept, pnginfo=info)
+
+
+def picture_shows(picture: Path) -> str | None:
+    from PIL import Image
+
+    return Image.open(picture).text.get(SHOWS)

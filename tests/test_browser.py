@@ -23,6 +23,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from catalogue.verdicts import catalogued_message
+from helpers import keep_picture
+
+from grader.fixtures import exercises
 
 ROOT = Path(__file__).resolve().parent.parent
 ARTIFACTS = ROOT / "test-artifacts"
@@ -41,7 +45,6 @@ pytestmark = [
 
 RIGHT = "def dot_product(a, b):\n    return (a * b).sum()"
 COSINE = "def dot_product(a, b):\n    return (a * b).sum() / (a.norm() * b.norm())"
-COSINE_MESSAGE = "you computed the cosine similarity"
 GRADER_INSIDES = ("Traceback", "selfcheck.py", "grader/", "decode(")
 
 
@@ -253,6 +256,7 @@ def self_check_output(page) -> str:
 
 
 def test_a_learner_alone_works_through_unit_01_and_opens_every_unit(browser, tmp_path):
+    cosine_message = catalogued_message("01_dot_product", "dot product normalised into a cosine")
     with start_lab(tmp_path, exchange=tmp_path / "no-exchange") as lab:
         page = browser.new_page(viewport={"width": 1280, "height": 900})
         with screenshot_on_failure(page, "learner"):
@@ -294,8 +298,8 @@ def test_a_learner_alone_works_through_unit_01_and_opens_every_unit(browser, tmp
 
             type_answer(page, COSINE)
             shown = self_check_output(page)
-            assert f"CheckFailed: dot_product: {COSINE_MESSAGE}" in shown, shown     # the verdict first
-            assert "Progress: unit 01 0 of 4 exercises pass" in shown, shown       # the line of progress
+            assert f"CheckFailed: dot_product: {cosine_message}" in shown, shown     # the verdict first
+            assert f"Progress: unit 01 0 of {len(exercises()['01_dot_product'])} exercises pass" in shown, shown
             assert not any(inside in shown for inside in GRADER_INSIDES), shown
             # The lab's terminal, whose server's output is not a terminal (a login shell unless the
             # course's settings say otherwise), finds `attention-course`, and `progress` there
@@ -304,19 +308,18 @@ def test_a_learner_alone_works_through_unit_01_and_opens_every_unit(browser, tmp
             shown = lab.terminal("command -v attention-course; attention-course progress; echo END-$((6 * 7))",
                                  until="END-42")
             assert os.path.join(scripts, "attention-course") in shown, shown
-            assert f"\u2717 dot_product: {COSINE_MESSAGE}" in shown, shown
+            assert f"\u2717 dot_product: {cosine_message}" in shown, shown
             picture = page.locator(".jp-CodeCell", has_text='check("dot_product")')
             ARTIFACTS.mkdir(exist_ok=True)
             picture.screenshot(path=ARTIFACTS / "self-check-mistake.png")
             if os.environ.get("UPDATE_SCREENSHOTS"):
-                README_PICTURE.parent.mkdir(exist_ok=True)
-                shutil.copy(ARTIFACTS / "self-check-mistake.png", README_PICTURE)
+                keep_picture(ARTIFACTS / "self-check-mistake.png", README_PICTURE, shows=cosine_message)
 
             validate.click()
             dialog = page.locator(".jp-Dialog", has_text="The following cell failed")
             dialog.wait_for(timeout=120_000)
             report = dialog.inner_text()
-            assert COSINE_MESSAGE in report and "not written yet" in report, report
+            assert cosine_message in report and "not written yet" in report, report
             # Each message wraps inside the dialog: nothing to scroll sideways for.
             overflow = dialog.locator("pre").evaluate_all("els => els.map(e => e.scrollWidth - e.clientWidth)")
             assert overflow and max(overflow) <= 1, overflow

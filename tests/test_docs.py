@@ -9,6 +9,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from catalogue.verdicts import catalogued_message
+from helpers import picture_shows
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
@@ -185,3 +187,11 @@ def test_the_course_index_is_in_sync():
     out = subprocess.run([sys.executable, str(ROOT / "tools" / "course_index.py"), "--check"],
                          capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stdout + out.stderr
+
+
+def test_the_readme_picture_shows_the_message_the_course_gives_now():
+    """docs/self-check-mistake.png shows unit 01's message for a cosine in place of the dot
+    product; the PNG keeps the text it shows, so a reworded message finds the picture stale."""
+    cosine = catalogued_message("01_dot_product", "dot product normalised into a cosine")
+    assert picture_shows(ROOT / "docs" / "self-check-mistake.png") == cosine, \
+        "the README's picture shows another message: remake it with UPDATE_SCREENSHOTS=1 pytest tests/test_browser.py"

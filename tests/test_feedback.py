@@ -11,6 +11,7 @@ from pathlib import Path
 import nbformat
 import pytest
 from bs4 import BeautifulSoup
+from catalogue.verdicts import catalogued_message
 from nbconvert.filters.markdown_mistune import IPythonRenderer, MarkdownWithMath
 
 from grader import course
@@ -19,8 +20,12 @@ from grader.grading.safe_html import mathml
 
 ROOT = Path(__file__).resolve().parent.parent
 CHROMIUM = os.environ.get("CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
-MISTAKE = ("Grader: \u2717 dot_product: you computed the cosine similarity (divided by the lengths); the dot product "
-           "is not normalised (case: Your \u00b7 journey) (0/1) " + "and more words " * 12)
+COSINE = ("01_dot_product", "dot product normalised into a cosine")   # a catalogued mistake: its message is long
+
+
+def mistake_line() -> str:
+    return (f"Grader: \u2717 dot_product: {catalogued_message(*COSINE)} (case: Your \u00b7 journey) (0/1) "
+            + "and more words " * 12)
 
 
 LONG_INPUT = ("scores = torch.stack([dot_product(query_vector_of_the_second_token, every_row_of_the_inputs) "
@@ -42,7 +47,7 @@ def feedback_page(tmp_path: Path) -> Path:
                                       "$$a \\cdot b = \\sum_{i=1}^{d} a_i\\, b_i .$$"),
         nbformat.v4.new_code_cell(LONG_INPUT),
         nbformat.v4.new_code_cell('check("dot_product")', outputs=[
-            nbformat.v4.new_output("stream", name="stdout", text=MISTAKE + "\n")]),
+            nbformat.v4.new_output("stream", name="stdout", text=mistake_line() + "\n")]),
     ])
     html, _ = exporter.from_notebook_node(
         nb, resources={"nbgrader": {"notebook": "01_dot_product", "score": 0, "max_score": 1, "late_penalty": 0}})

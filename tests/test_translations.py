@@ -11,6 +11,7 @@ import warnings
 from pathlib import Path
 
 import pytest
+from catalogue.verdicts import catalogued_message
 
 from grader import course, notebook
 from grader.authoring import translation
@@ -110,7 +111,7 @@ def test_a_chinese_self_check_names_the_mistake_in_chinese(monkeypatch):
     with pytest.raises(CheckFailed) as failed:
         check("dot_product", {"dot_product": dot_product})
     table = translation.table(translation.load(LANGUAGE, "01_dot_product"))
-    message = "you computed the cosine similarity (divided by the lengths); the dot product is not normalised"
+    message = catalogued_message("01_dot_product", "dot product normalised into a cosine")
     assert str(failed.value) == f"dot_product：{table[message]}（例子：{table['Your · journey']}）"
 
 

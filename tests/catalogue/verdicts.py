@@ -153,3 +153,19 @@ def selfcheck_outcome(unit: str, mistake: catalogue.Mistake, edition: str) -> Se
     if all(any(piece in m for piece in generic) for m in messages):
         return SelfCheck("values differ", messages)
     return SelfCheck("other", messages)
+
+
+def catalogued_message(unit: str, name: str) -> str:
+    """The whole English message that the unit's source gives the catalogued mistake `name`: the
+    one message of the unit's hidden tests that holds the catalogue's piece of it and that the
+    mistake's self-check shows. Tests show a message through this, never through a copy."""
+    from grader import course, notebook
+    from grader.authoring import translation
+
+    mistake = next(e for u, e in entries() if u == unit and e.name == name and isinstance(e, catalogue.Mistake))
+    shown = " ".join(selfcheck_outcome(unit, mistake, "en").messages)
+    found = [t.english for t in translation.texts(notebook.read(course.source_notebook(unit)))
+             if t.kind == "message" and mistake.message in t.english and t.english in shown]
+    assert len(found) == 1, f"{unit}: the catalogued mistake {name!r} should show one message of the unit, not {found}"
+    return found[0]
+
