@@ -12,7 +12,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from reference import answers, student_notebook
+from reference import answers, full_marks, points_of, student_notebook
 
 from grader import course, notebook
 
@@ -26,8 +26,9 @@ def _class(root: Path) -> dict[str, float]:
     """Four students and the total each must get."""
     wrong = answers(UNIT)
     wrong["u01_dot_product"] = "def dot_product(a, b):\n    return (a * b).sum() + 1"
-    notebooks = {"ann": (student_notebook(UNIT), 5.0), "bob": (student_notebook(UNIT, wrong), 4.0),
-                 "cy": (notebook.read(course.release_notebook(UNIT)), 0.0), "dee": (student_notebook(UNIT), 5.0)}
+    full, dot = full_marks(UNIT), points_of(UNIT, "u01_dot_product_check")
+    notebooks = {"ann": (student_notebook(UNIT), full), "bob": (student_notebook(UNIT, wrong), full - dot),
+                 "cy": (notebook.read(course.release_notebook(UNIT)), 0.0), "dee": (student_notebook(UNIT), full)}
     for student, (nb, _) in notebooks.items():
         path = root / "submitted" / student / UNIT / f"{UNIT}.ipynb"
         path.parent.mkdir(parents=True)
@@ -84,7 +85,7 @@ def test_killed_batch_resumes_and_workers_agree(tmp_path):
     with Gradebook(db, course.COURSE_ID) as gb:
         grade = gb.find_grade("u01_dot_product_check", UNIT, UNIT, "bob")
         assert (grade.auto_score, grade.manual_score, grade.score) == (0.0, 1.0, 1.0)
-        assert gb.find_submission(UNIT, "ann").score == 5.0
+        assert gb.find_submission(UNIT, "ann").score == full_marks(UNIT)
 
 
 def test_shards_split_the_class_without_overlap(tmp_path):
@@ -138,4 +139,4 @@ def test_each_batch_takes_the_environment_it_was_started_in(tmp_path, monkeypatc
     monkeypatch.setenv("COURSE_GRADER_KERNELS", "cold")
     [second], _ = grade_folder(tmp_path / "submitted", tmp_path, config, regrade=True, progress=False)
     assert first.sandbox.endswith(sandbox.FORKED), first.sandbox
-    assert "cold" in second.sandbox.splitlines()[-1] and second.score == first.score == 5.0, second.sandbox
+    assert "cold" in second.sandbox.splitlines()[-1] and second.score == first.score == full_marks(UNIT), second.sandbox

@@ -26,7 +26,7 @@ import nbformat
 import pytest
 from catalogue import u01
 from classroom import UNIT
-from reference import answers, student_notebook
+from reference import answers, full_marks, points_of, student_notebook
 
 from grader import course
 from grader.classroom import hub
@@ -35,7 +35,8 @@ from grader.classroom.exchange import feedback_folder, feedback_page
 pytestmark = [pytest.mark.system, pytest.mark.xdist_group("end-to-end")]
 LEARNERS = 20
 MISTAKE = u01.MISTAKES[0]
-FULL = 5
+FULL = full_marks(UNIT)
+DOT = points_of(UNIT, "u01_dot_product_check")   # what a wrong dot_product costs
 
 # What a learner who knows the name of another's feedback page tries, as the instructor releases
 # it: watch the feedback folders (inotify), list them, read the page. Prints what it achieved.
@@ -126,7 +127,7 @@ def test_twenty_learners_submit_at_once_and_the_class_is_collected_and_graded_wh
                                               "--workers", "2", "--json").stdout)
     grading = time.monotonic() - started
     scores = {r["student"]: r["score"] for r in results}
-    assert scores == {name: FULL - 1 if wrong[name] else FULL for name in said}
+    assert scores == {name: FULL - DOT if wrong[name] else FULL for name in said}
     with Gradebook(f"sqlite:///{room.course / 'gradebook.db'}", course.COURSE_ID) as gb:
         for name, when in collected.items():
             assert gb.find_submission(UNIT, name).timestamp == parse_utc(when)
@@ -171,7 +172,7 @@ def _feedback_reaches_each_learner_alone(room, wrong: dict[str, bool]) -> None:
         [html] = (learner.home / UNIT / "feedback").glob(f"*/{UNIT}.html")
         text = html.read_text()
         assert set(re.findall(r"# written by (\w+)", text)) == {learner.name}, (learner.name, run.stderr[-2000:])
-        points = FULL - 1 if wrong[learner.name] else FULL
-        assert f"Score: {points}" in text.replace(".0", ""), learner.name
+        points = FULL - DOT if wrong[learner.name] else FULL
+        assert f"Score: {points:g}" in text.replace(".0", ""), learner.name
         assert "BEGIN SOLUTION" not in text and "BEGIN HIDDEN TESTS" not in text
         assert hidden and not any(line in text for line in hidden), learner.name

@@ -18,8 +18,17 @@ from grader.grading import gradebook
 from grader.grading.results import ExerciseResult, NotebookResult
 
 UNIT = "01_dot_product"
-CHECKS = ["u01_dot_product_check", "u01_attention_scores_for_check",
-          "u01_similarity_matrix_check", "u01_cosine_similarity_matrix_check"]
+DOT, SCORES, COSINE = "u01_dot_product_check", "u01_attention_scores_for_check", "u01_cosine_similarity_matrix_check"
+
+
+def exercises() -> list[notebook.Exercise]:
+    """The unit's exercises and points, read from its source notebook (an exercise added to it
+    changes what these tests expect, not the tests)."""
+    return notebook.exercises(notebook.read(course.source_notebook(UNIT)))
+
+
+POINTS = {e.grade_id: e.points for e in exercises()}
+TOTAL = sum(POINTS.values())
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.system)])
@@ -30,14 +39,16 @@ def db_url(request, tmp_path):
     return request.getfixturevalue("postgres_database")
 
 
-def result(student: str, points: list[float]) -> NotebookResult:
-    """What grading a notebook of UNIT found: these points, exercise by exercise."""
-    exercises = notebook.exercises(notebook.read(course.source_notebook(UNIT)))
-    assert [e.grade_id for e in exercises] == CHECKS and len(points) == len(exercises)
+def result(student: str, wrong: set[str] = frozenset()) -> NotebookResult:
+    """What grading a notebook of UNIT found: full points on every exercise but the `wrong` ones."""
     return NotebookResult(f"submitted/{student}/{UNIT}/{UNIT}.ipynb", UNIT, student,
-                          [ExerciseResult(e.grade_id, [], e.points, p, p == e.points,
-                                          "passed" if p == e.points else "wrong")
-                           for e, p in zip(exercises, points)])
+                          [ExerciseResult(e.grade_id, [], e.points, 0.0 if e.grade_id in wrong else e.points,
+                                          e.grade_id not in wrong, "wrong" if e.grade_id in wrong else "passed")
+                           for e in exercises()])
+
+
+def earned(wrong: set[str] = frozenset()) -> float:
+    return TOTAL - sum(POINTS[w] for w in wrong)
 
 
 def test_importing_the_gradebook_changes_no_environment_variable():
@@ -76,9 +87,8 @@ def test_the_default_gradebook_is_the_course_folders(tmp_path):
         "postgresql://db/class"
 
 
-def test_the_unit_has_the_exercises_these_tests_score():
-    exercises = notebook.exercises(notebook.read(course.source_notebook(UNIT)))
-    assert [(e.grade_id, e.points) for e in exercises] == list(zip(CHECKS, [1.0, 1.0, 1.0, 2.0]))
+def test_the_unit_has_the_exercises_these_tests_name():
+    assert {DOT, SCORES, COSINE} <= set(POINTS), POINTS
 
 
 def test_record_regrade_keeps_manual_grades_and_comments_and_export(db_url, tmp_path):
@@ -86,35 +96,36 @@ def test_record_regrade_keeps_manual_grades_and_comments_and_export(db_url, tmp_
 
     gradebook.register_units([UNIT], tmp_path / "course", db_url)
     gradebook.register_units([UNIT], tmp_path / "course", db_url)  # a second time changes nothing
-    gradebook.record(result("ann", [1, 1, 1, 2]), db_url)
-    gradebook.record(result("bob", [0, 1, 0, 0]), db_url)
-    assert scores(db_url, UNIT) == {"ann": 5.0, "bob": 1.0}
+    only_scores = set(POINTS) - {SCORES}
+    gradebook.record(result("ann"), db_url)
+    gradebook.record(result("bob", wrong=only_scores), db_url)
+    assert scores(db_url, UNIT) == {"ann": TOTAL, "bob": POINTS[SCORES]}
 
     with Gradebook(db_url, course.COURSE_ID) as gb:  # what an instructor does in Formgrader
-        grade = gb.find_grade("u01_dot_product_check", UNIT, UNIT, "bob")
+        grade = gb.find_grade(DOT, UNIT, UNIT, "bob")
         assert (grade.auto_score, grade.manual_score, grade.needs_manual_grade) == (0.0, None, False)
         grade.manual_score = 0.5
         gb.find_comment("u01_dot_product", UNIT, UNIT, "bob").manual_comment = "Nearly: see the sum."
         gb.db.commit()
-    assert scores(db_url, UNIT) == {"ann": 5.0, "bob": 1.5}  # the manual score counts
+    assert scores(db_url, UNIT) == {"ann": TOTAL, "bob": POINTS[SCORES] + 0.5}  # the manual score counts
 
-    gradebook.record(result("bob", [0, 1, 1, 2]), db_url)  # grading again, e.g. after a fix
+    gradebook.record(result("bob", wrong={DOT}), db_url)  # grading again, e.g. after a fix
     with Gradebook(db_url, course.COURSE_ID) as gb:
-        grade = gb.find_grade("u01_dot_product_check", UNIT, UNIT, "bob")
+        grade = gb.find_grade(DOT, UNIT, UNIT, "bob")
         assert (grade.auto_score, grade.manual_score, grade.score) == (0.0, 0.5, 0.5)
         assert grade.needs_manual_grade  # as nbgrader's autograde flags it: a manual score to look at again
         assert gb.find_comment("u01_dot_product", UNIT, UNIT, "bob").manual_comment == "Nearly: see the sum."
-        cosine = gb.find_grade("u01_cosine_similarity_matrix_check", UNIT, UNIT, "bob")
-        assert (cosine.auto_score, cosine.manual_score, cosine.score) == (2.0, None, 2.0)
-        assert not gb.find_grade("u01_dot_product_check", UNIT, UNIT, "ann").needs_manual_grade
-    assert scores(db_url, UNIT) == {"ann": 5.0, "bob": 4.5}
+        cosine = gb.find_grade(COSINE, UNIT, UNIT, "bob")
+        assert (cosine.auto_score, cosine.manual_score, cosine.score) == (POINTS[COSINE], None, POINTS[COSINE])
+        assert not gb.find_grade(DOT, UNIT, UNIT, "ann").needs_manual_grade
+    assert scores(db_url, UNIT) == {"ann": TOTAL, "bob": earned({DOT}) + 0.5}
 
     gradebook.export_csv(db_url, tmp_path / "grades.csv")
     with open(tmp_path / "grades.csv", newline="") as f:
         rows = {row["student_id"]: row for row in csv.DictReader(f)}
     assert set(rows) == {"ann", "bob"}
     assert {s: (row["assignment"], float(row["score"]), float(row["max_score"])) for s, row in rows.items()} == \
-        {"ann": (UNIT, 5.0, 5.0), "bob": (UNIT, 4.5, 5.0)}
+        {"ann": (UNIT, TOTAL, TOTAL), "bob": (UNIT, earned({DOT}) + 0.5, TOTAL)}
 
 
 def _shard(db_url: str, course_root: str, students: list[str]) -> None:
@@ -123,7 +134,12 @@ def _shard(db_url: str, course_root: str, students: list[str]) -> None:
 
     gradebook.register_units([UNIT], Path(course_root), db_url)
     for n, student in enumerate(students):
-        gradebook.record(result(student, [1, n % 2, 1, 2]), db_url)
+        gradebook.record(result(student, wrong=_wrong(n)), db_url)
+
+
+def _wrong(n: int) -> set[str]:
+    """The n-th student of a shard gets every other exercise right or wrong: SCORES."""
+    return set() if n % 2 else {SCORES}
 
 
 def test_a_new_student_gets_a_name_formgrader_can_show_and_a_roster_name_is_kept(tmp_path):
@@ -137,7 +153,7 @@ def test_a_new_student_gets_a_name_formgrader_can_show_and_a_roster_name_is_kept
     with Gradebook(db_url, course.COURSE_ID) as gb:   # as nbgrader db student import adds a roster
         gb.update_or_create_student("ann", first_name="Ann", last_name="Lee")
     for student in ("ann", "no-such-account-x9"):
-        gradebook.record(result(student, [1, 1, 1, 2]), db_url)
+        gradebook.record(result(student), db_url)
     with Gradebook(db_url, course.COURSE_ID) as gb:
         names = {s.id: (s.first_name, s.last_name) for s in gb.students}
     assert names == {"ann": ("Ann", "Lee"), "no-such-account-x9": ("", "no-such-account-x9")}
@@ -156,20 +172,20 @@ def test_several_processes_at_once_lose_nothing(db_url, tmp_path):
         w.join(300)
     assert [w.exitcode for w in workers] == [0] * len(workers)
 
-    expected = {s: 4.0 + n % 2 for students in shards for n, s in enumerate(students)}
+    expected = {s: earned(_wrong(n)) for students in shards for n, s in enumerate(students)}
     assert scores(db_url, UNIT) == expected
 
     from nbgrader.api import Gradebook
 
     with Gradebook(db_url, course.COURSE_ID) as gb:
         assert len(gb.assignments) == 1 and len(gb.find_assignment(UNIT).notebooks) == 1
-        assert sorted(c.name for c in gb.find_notebook(UNIT, UNIT).grade_cells) == sorted(CHECKS)
+        assert sorted(c.name for c in gb.find_notebook(UNIT, UNIT).grade_cells) == sorted(POINTS)
         assert sorted(s.id for s in gb.students) == sorted(expected)
         for students in shards:
             for n, student in enumerate(students):
                 submission = gb.find_submission_notebook(UNIT, UNIT, student)
                 assert sorted((g.name, g.auto_score) for g in submission.grades) == \
-                    sorted(zip(CHECKS, [1.0, float(n % 2), 1.0, 2.0])), student
+                    sorted((g, 0.0 if g in _wrong(n) else p) for g, p in POINTS.items()), student
 
 
 @pytest.mark.system

@@ -11,7 +11,7 @@ import sys
 
 import nbformat
 import pytest
-from reference import answers, student_notebook
+from reference import answers, exercise_for, full_marks, points_of, student_notebook, unit_exercises
 
 from grader import course, notebook
 
@@ -19,7 +19,8 @@ from grader import course, notebook
 pytestmark = [pytest.mark.system, pytest.mark.xdist_group("test_grader")]
 
 UNIT = "01_dot_product"
-FULL = 5.0
+FULL = full_marks(UNIT)
+DOT = points_of(UNIT, "u01_dot_product_check")   # what a wrong dot_product costs
 
 
 def _with_answer(gid_suffix: str, code: str, language: str = "en"):
@@ -94,7 +95,7 @@ def test_every_student_is_graded(graded):
 def test_honest_full_marks_and_a_named_mistake(graded):
     _, results = graded
     assert results["honest"]["score"] == FULL
-    assert results["cosine"]["score"] == FULL - 1
+    assert results["cosine"]["score"] == FULL - DOT
     assert "cosine similarity" in _feedback(results["cosine"], "dot_product")
 
 
@@ -102,7 +103,7 @@ def test_honest_full_marks_and_a_named_mistake(graded):
 def test_forged_verdicts_do_not_pay(graded, student):
     _, results = graded
     assert _feedback(results[student], "dot_product") != "passed"
-    assert results[student]["score"] <= FULL - 1
+    assert results[student]["score"] <= FULL - DOT
 
 
 def test_forger_cannot_run_code_in_the_grader(graded):
@@ -113,14 +114,16 @@ def test_forger_cannot_run_code_in_the_grader(graded):
 def test_a_dying_kernel_keeps_the_earlier_grades(graded):
     _, results = graded
     result = results["exits"]
-    assert result["score"] == 2.0  # exercises 1 and 2 ran before the kernel died
+    before = unit_exercises(UNIT)
+    before = before[:before.index(exercise_for(UNIT, "u01_similarity_matrix"))]
+    assert result["score"] == sum(e.points for e in before)  # the exercises before it ran before the kernel died
     assert any("kernel died" in f for f in result["flags"])
 
 
 def test_an_endless_loop_costs_only_its_exercise(graded):
     _, results = graded
     result = results["loops"]
-    assert result["score"] == FULL - 1
+    assert result["score"] == FULL - DOT
     assert "did not finish" in _feedback(result, "dot_product")
 
 
@@ -159,7 +162,7 @@ def test_gradebook_csv_feedback_and_report(graded):
         for student, result in results.items():
             assert gb.find_submission(UNIT, student).score == result["score"]
     rows = {r["student_id"]: float(r["score"]) for r in csv.DictReader(open(root / "grades.csv"))}
-    assert rows["honest"] == FULL and rows["cosine"] == FULL - 1
+    assert rows["honest"] == FULL and rows["cosine"] == FULL - DOT
     report = (root / "feedback" / "cosine" / UNIT / f"{UNIT}.html").read_text()
     assert "cosine similarity" in report and "BEGIN HIDDEN TESTS" not in report and "dot_product_oracle" not in report
     assert "data:image/png;base64," in (root / "report.html").read_text()

@@ -51,7 +51,7 @@ import nbformat
 import pytest
 from catalogue import u01
 from classroom import UNIT, in_browser_kernel, in_browser_terminal
-from reference import answers, student_notebook
+from reference import answers, full_marks, points_of, student_notebook, unit_exercises
 
 from grader.classroom import hub
 from grader.classroom.exchange import feedback_folder, feedback_page
@@ -64,7 +64,8 @@ DIAGRAM = "open my diagram"   # ben's relative link to a page he submitted
 LAUNCHED = Path("/tmp/launched-by-a-learners-file")   # what a learner's modules leave, should they run
 TRAITLETS = Path("/tmp/traitlets-of-a-learner")
 OTHER_UNIT = "02_softmax"    # released by the second instructor
-FULL = 5
+FULL = full_marks(UNIT)
+DOT = points_of(UNIT, "u01_dot_product_check")   # what a wrong dot_product costs
 
 playwright = pytest.importorskip("playwright.sync_api", reason="needs Playwright: pip install -e '.[test]'")
 pytest.importorskip("jupyterhub", reason="needs JupyterHub: pip install -e '.[hub]'")
@@ -273,7 +274,7 @@ def test_a_class_releases_submits_grades_and_returns_feedback_through_the_hub(ro
                                         f"ls {room.exchange}/attention-course/inbound/"])
         graded = [json.loads(path.read_text()) for path in (room.course / "grader_results").glob(f"*/{UNIT}.json")]
         scores = {r["student"]: r for r in graded}
-        assert scores[ann.name]["score"] == FULL and scores[ben.name]["score"] == FULL - 1
+        assert scores[ann.name]["score"] == FULL and scores[ben.name]["score"] == FULL - DOT
         assert all(r["sandbox"].startswith("bubblewrap: uid 65534 in a user namespace") for r in graded)
         assert all(r["sandbox"].endswith(FORKED) for r in graded), [r["sandbox"] for r in graded]
         released = _as_documented(teacher, room, feedback)
@@ -286,7 +287,7 @@ def test_a_class_releases_submits_grades_and_returns_feedback_through_the_hub(ro
         _as_documented(teacher, room, export)
         canvas = {row["SIS Login ID"]: row
                   for row in csv.DictReader(io.StringIO((room.course / "canvas.csv").read_text()))}
-        assert float(canvas[ann.name][UNIT]) == FULL and float(canvas[ben.name][UNIT]) == FULL - 1
+        assert float(canvas[ann.name][UNIT]) == FULL and float(canvas[ben.name][UNIT]) == FULL - DOT
         _refused(pages[ben.name], ben, [f"cat {room.course}/gradebook.db", f"cat {room.course}/canvas.csv",
                                         f"ls {room.course}/grader_results"])
         assert not (room.course / "feedback" / cat.name).exists()   # cat's links were never graded
@@ -298,8 +299,8 @@ def test_a_class_releases_submits_grades_and_returns_feedback_through_the_hub(ro
         # Each student by name (an account's full name, else its id), never "None, None".
         assert "Example, Ann" in table.locator("tr", has_text=ann.name).inner_text()
         assert "None" not in table.locator("tr", has_text=ben.name).inner_text()
-        assert f"{FULL} / {FULL}" in table.locator("tr", has_text=ann.name).inner_text()
-        assert f"{FULL - 1} / {FULL}" in table.locator("tr", has_text=ben.name).inner_text()
+        assert f"{FULL:g} / {FULL:g}" in table.locator("tr", has_text=ann.name).inner_text()
+        assert f"{FULL - DOT:g} / {FULL:g}" in table.locator("tr", has_text=ben.name).inner_text()
         _instructor_views(url, room, teacher, ben, planted)
         # Its Autograde button (plain nbgrader autograde, learner code run as the instructor) is
         # refused with what to run instead, and leaves the grade and the graded notebook as they were.
@@ -312,7 +313,7 @@ def test_a_class_releases_submits_grades_and_returns_feedback_through_the_hub(ro
         assert autograded.read_bytes() == before
         teacher.reload()
         teacher.locator("table tr", has_text=ben.name).wait_for(timeout=30_000)
-        assert f"{FULL - 1} / {FULL}" in teacher.locator("table tr", has_text=ben.name).inner_text()
+        assert f"{FULL - DOT:g} / {FULL:g}" in teacher.locator("table tr", has_text=ben.name).inner_text()
         plain = in_browser_terminal(teacher, room.instructor.name, f"{cd} && nbgrader autograde {UNIT} --force")
         assert plain.status != 0 and "graded in the sandbox" in plain.output, plain.output[-2000:]
         assert autograded.read_bytes() == before
@@ -329,11 +330,11 @@ def test_a_class_releases_submits_grades_and_returns_feedback_through_the_hub(ro
             report = page.context.new_page()   # as "Open in New Browser Tab" shows it
             report.goto(f"{url}/user/{learner.name}/files/{html.relative_to(learner.home).as_posix()}")
             text = report.locator("body").inner_text()
-            points = FULL if learner is ann else FULL - 1
-            assert f"Score: {points}" in text.replace(".0", ""), text[:500]
+            points = FULL if learner is ann else FULL - DOT
+            assert f"Score: {points:g}" in text.replace(".0", ""), text[:500]
             verdicts = [line for line in text.splitlines() if line.startswith("Grader: ")]
             failed = [line for line in verdicts if "\u2717" in line]
-            assert len(verdicts) == 4 and len(failed) == (learner is ben), verdicts
+            assert len(verdicts) == len(unit_exercises(UNIT)) and len(failed) == (learner is ben), verdicts
             assert all(MISTAKE.message in line for line in failed), failed
             assert "The course:" not in text   # progress() prints nothing under grading
             assert hostile.pwned(report) == []
@@ -342,7 +343,7 @@ def test_a_class_releases_submits_grades_and_returns_feedback_through_the_hub(ro
     for exporter, column in (("CanvasExport", "SIS Login ID"), ("MoodleExport", "Username")):
         room.instructor_runs("-m", "nbgrader", "export", f"--exporter=grader.lms.{exporter}", "--to", "lms.csv")
         rows = {row[column]: row for row in csv.DictReader(io.StringIO((room.course / "lms.csv").read_text()))}
-        assert float(rows[ann.name][UNIT]) == FULL and float(rows[ben.name][UNIT]) == FULL - 1
+        assert float(rows[ann.name][UNIT]) == FULL and float(rows[ben.name][UNIT]) == FULL - DOT
     assert not planted.exists() and not list(Path("/tmp").glob(f"{mark}-*"))
     assert not list(Path("/tmp").glob(f"{LAUNCHED.name}*")) and not list(Path("/tmp").glob(f"{TRAITLETS.name}*"))
     with capsys.disabled():
@@ -390,7 +391,7 @@ def test_the_chinese_edition_through_the_hub(room):
         text = report.locator("body").inner_text()
         verdicts = [line for line in text.splitlines() if line.startswith("评分：")]
         failed = [line for line in verdicts if "\u2717" in line]
-        assert len(verdicts) == 4 and len(failed) == 1, verdicts
+        assert len(verdicts) == len(unit_exercises(UNIT)) and len(failed) == 1, verdicts
         assert _chinese(failed[0].split("\u2717", 1)[1]), failed   # the mistake's message, translated
         assert _chinese(text[:2000])   # the notebook's own text: the Chinese edition
         browser.close()

@@ -20,7 +20,7 @@ import accounts
 import nbformat
 import pytest
 from helpers import scores
-from reference import answers, student_notebook
+from reference import answers, full_marks, student_notebook
 
 from grader import course
 from grader.grading import grade, sandbox
@@ -29,7 +29,7 @@ from grader.grading.report import write_report
 from grader.grading.settings import Limits, Settings
 
 UNIT = "01_dot_product"
-FULL = 5.0
+FULL = full_marks(UNIT)
 TOO_FEW = 8   # processes and threads: the runner starts, the kernel cannot start its threads
 FAR_TOO_FEW = 4   # the runner's own threads cannot start (zmq aborts it: SIGABRT)
 # What the grader says of a sandbox that failed before the notebook's first cell. Which thread

@@ -19,7 +19,7 @@ import accounts
 import nbformat
 import pytest
 from catalogue import u01
-from reference import answers, student_notebook
+from reference import answers, full_marks, points_of, student_notebook
 
 from grader import course
 
@@ -27,7 +27,8 @@ from grader import course
 pytestmark = [pytest.mark.system, pytest.mark.xdist_group("test_nonroot")]
 
 UNIT = "01_dot_product"
-FULL = 5.0
+FULL = full_marks(UNIT)
+DOT = points_of(UNIT, "u01_dot_product_check")   # what a wrong dot_product costs
 MISTAKE = u01.MISTAKES[0]   # the dot product normalised into a cosine
 
 # A hostile answer: reads what the account can read outside the scratch folder, says what it
@@ -109,7 +110,7 @@ def test_full_marks_and_a_catalogued_mistake_graded_as_an_ordinary_account(grade
     results = graded["results"]
     assert results["ann"]["score"] == FULL and results["ann"]["error"] is None
     mistake = graded["mistake"]
-    assert mistake["score"] == FULL - 1 and mistake["max_score"] == FULL
+    assert mistake["score"] == FULL - DOT and mistake["max_score"] == FULL
     failed = [e for e in mistake["exercises"] if not e["passed"]]
     assert [e["grade_id"] for e in failed] == [f"{MISTAKE.answer}_check"]
     assert MISTAKE.message in failed[0]["feedback"]

@@ -31,7 +31,8 @@ def _environment(tmp_path: Path) -> dict[str, str]:
     (tmp_path / "site").mkdir()
     (tmp_path / "site" / "sitecustomize.py").write_text(SITECUSTOMIZE, encoding="utf-8")
     env = {k: v for k, v in os.environ.items() if k not in ("NBGRADER_EXECUTION", "COURSE_LANG")}
-    return {**env, "PYTHONPATH": str(tmp_path / "site"), "PYTHONWARNDEFAULTENCODING": "1"}
+    path = os.pathsep.join(filter(None, [str(tmp_path / "site"), env.get("PYTHONPATH")]))   # a second clone's too
+    return {**env, "PYTHONPATH": path, "PYTHONWARNDEFAULTENCODING": "1"}
 
 
 def _run(args: list[str], cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess:

@@ -34,7 +34,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from reference import answers, student_notebook
+from reference import answers, full_marks, points_of, student_notebook
 
 from grader import course, notebook
 from grader.checks.spec import collect, learner_side_source
@@ -53,7 +53,8 @@ NB = f"{UNIT}.ipynb"
 TOKEN = uuid.uuid4().hex[:10]                   # written by every hostile write; must appear nowhere
 MARK = f"/tmp/pwned-{TOKEN}"                    # a file no submission may create
 PURELIB = Path(sysconfig.get_paths()["purelib"])  # the virtualenv's site-packages (read-only in the sandbox)
-HONEST_WRONG = 4.0                              # what the honest wrong answer earns (dot_product is 1 of 5)
+FULL = full_marks(UNIT)
+HONEST_WRONG = FULL - points_of(UNIT, "u01_dot_product_check")   # what the honest wrong answer earns
 
 WRONG = "def dot_product(a, b):\n    return (a * b).sum() + 1\n"
 # Correct answers written differently from the reference answers: every notebook but the honest
@@ -595,7 +596,7 @@ def test_the_batch_grades_everyone(batch):
     for found in batch.results.values():
         for r in found:
             assert r["sandbox"].startswith("bubblewrap"), r["sandbox"]
-            assert r["max_score"] in (5.0, 0.0) and 0 <= r["score"] <= 5.0, r
+            assert r["max_score"] in (FULL, 0.0) and 0 <= r["score"] <= FULL, r
 
 
 @pytest.mark.parametrize("vector", VECTORS, ids=lambda v: v.name)
@@ -641,7 +642,7 @@ def test_the_gradebook_holds_the_grades_given(batch):
     from nbgrader.api import Gradebook
 
     with Gradebook(f"sqlite:///{batch.root / 'gradebook.db'}", course.COURSE_ID) as gb:
-        assert gb.find_submission(UNIT, "honest").score == 5.0
+        assert gb.find_submission(UNIT, "honest").score == FULL
         for student in batch.results:
             assert gb.find_submission(UNIT, student).score == batch.result(student)["score"], student
 

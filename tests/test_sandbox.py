@@ -9,7 +9,7 @@ import sys
 import nbformat
 import pytest
 from helpers import execute
-from reference import student_notebook
+from reference import full_marks, student_notebook
 
 from grader import course
 from grader.grading import sandbox
@@ -99,7 +99,7 @@ def test_a_kernel_that_refuses_namespaces_is_named_with_the_fix_and_grading_goes
                          env={**os.environ, "PATH": f"{fake.parent}{os.pathsep}{os.environ['PATH']}"})
     assert out.returncode == 0, out.stderr[-3000:]
     result = json.loads(out.stdout)
-    assert result["score"] == result["max_score"] == 5.0 and result["error"] is None
+    assert result["score"] == result["max_score"] == full_marks("01_dot_product") and result["error"] is None
     description = result["sandbox"]
     warning = [line.removeprefix("WARNING: ") for line in out.stderr.splitlines() if line.startswith("WARNING: ")]
     *confined, kernel = description.splitlines()
