@@ -39,7 +39,7 @@ def db_url(request, tmp_path):
     return request.getfixturevalue("postgres_database")
 
 
-def result(student: str, wrong: set[str] = frozenset()) -> NotebookResult:
+def result(student: str, *, wrong: set[str] = frozenset()) -> NotebookResult:
     """What grading a notebook of UNIT found: full points on every exercise but the `wrong` ones."""
     return NotebookResult(f"submitted/{student}/{UNIT}/{UNIT}.ipynb", UNIT, student,
                           [ExerciseResult(e.grade_id, [], e.points, 0.0 if e.grade_id in wrong else e.points,
@@ -196,5 +196,5 @@ def test_either_postgres_driver_reaches_the_gradebook(driver, postgres_database,
     pytest.importorskip(driver, reason=f"{driver} is not installed: pip install -e '.[postgres]'")
     db_url = postgres_database.replace("postgresql://", f"postgresql+{driver}://", 1)
     gradebook.register_units([UNIT], tmp_path / "course", db_url)
-    gradebook.record(result("ann", [1, 0, 1, 2]), db_url)
-    assert scores(db_url, UNIT) == {"ann": 4.0}
+    gradebook.record(result("ann", wrong={SCORES}), db_url)
+    assert scores(db_url, UNIT) == {"ann": earned({SCORES})}
