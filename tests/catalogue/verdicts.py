@@ -135,9 +135,16 @@ class SelfCheck:
     messages: list[str]
 
 
-def selfcheck_outcome(unit: str, mistake: catalogue.Mistake, edition: str) -> SelfCheck:
+@functools.cache
+def _selfcheck_of(unit: str, mistake: catalogue.Mistake, edition: str) -> list[str]:
+    """What the self-check says of a catalogued mistake in one edition; kept, as the Chinese
+    edition's verdict reads the English one too."""
     namespace = namespace_with(unit, mistake.code, mistake.answer, mistake.graded_at)
-    messages = selfcheck_messages(unit, mistake.graded_at or mistake.answer, namespace, edition)
+    return selfcheck_messages(unit, mistake.graded_at or mistake.answer, namespace, edition)
+
+
+def selfcheck_outcome(unit: str, mistake: catalogue.Mistake, edition: str) -> SelfCheck:
+    messages = list(_selfcheck_of(unit, mistake, edition))
     if not messages:
         return SelfCheck("tick", messages)
     if edition == "en":
@@ -145,7 +152,7 @@ def selfcheck_outcome(unit: str, mistake: catalogue.Mistake, edition: str) -> Se
             return SelfCheck("named", messages)
         generic = [VALUES_DIFFER]
     else:
-        english = selfcheck_messages(unit, mistake.graded_at or mistake.answer, namespace, "en")
+        english = _selfcheck_of(unit, mistake, "en")
         if any(named_in_chinese(unit, mistake.message, e, z) for e in english if mistake.message in e
                for z in messages):
             return SelfCheck("named", messages)
