@@ -55,8 +55,22 @@ def _python(source: str) -> str:
     return "\n".join(line for line in source.splitlines() if not line.lstrip().startswith(("%", "!")))
 
 
+def unit_exercises(unit: str) -> list[notebook.Exercise]:
+    """The unit's exercises, their grade ids and points, read from its source notebook: a test
+    counts these, never a copy of them."""
+    return notebook.exercises(notebook.read(course.source_notebook(unit)))
+
+
+def full_marks(unit: str) -> float:
+    return sum(e.points for e in unit_exercises(unit))
+
+
+def points_of(unit: str, grade_id: str) -> float:
+    return next(e.points for e in unit_exercises(unit) if e.grade_id == grade_id)
+
+
 def exercise_for(unit: str, answer: str) -> notebook.Exercise:
-    for exercise in notebook.exercises(notebook.read(course.source_notebook(unit))):
+    for exercise in unit_exercises(unit):
         if answer in exercise.answer_ids:
             return exercise
     raise KeyError(f"{unit}: no test cell follows the answer cell {answer!r}")
@@ -93,18 +107,3 @@ if __name__ == "__main__":
     import nbformat
 
     nbformat.write(student_notebook(sys.argv[1]), sys.argv[2])
-
-
-
-def unit_exercises(unit: str) -> list[notebook.Exercise]:
-    """The unit's exercises, their grade ids and points, read from its source notebook: a test
-    counts these, never a copy of them."""
-    return notebook.exercises(notebook.read(course.source_notebook(unit)))
-
-
-def full_marks(unit: str) -> float:
-    return sum(e.points for e in unit_exercises(unit))
-
-
-def points_of(unit: str, grade_id: str) -> float:
-    return next(e.points for e in unit_exercises(unit) if e.grade_id == grade_id)

@@ -12,22 +12,15 @@ import sys
 
 import pytest
 from helpers import scores
+from reference import unit_exercises
 
-from grader import course, notebook
+from grader import course
 from grader.grading import gradebook
 from grader.grading.results import ExerciseResult, NotebookResult
 
 UNIT = "01_dot_product"
 DOT, SCORES, COSINE = "u01_dot_product_check", "u01_attention_scores_for_check", "u01_cosine_similarity_matrix_check"
-
-
-def exercises() -> list[notebook.Exercise]:
-    """The unit's exercises and points, read from its source notebook (an exercise added to it
-    changes what these tests expect, not the tests)."""
-    return notebook.exercises(notebook.read(course.source_notebook(UNIT)))
-
-
-POINTS = {e.grade_id: e.points for e in exercises()}
+POINTS = {e.grade_id: e.points for e in unit_exercises(UNIT)}   # read from the unit, not copied
 TOTAL = sum(POINTS.values())
 
 
@@ -44,7 +37,7 @@ def result(student: str, *, wrong: set[str] = frozenset()) -> NotebookResult:
     return NotebookResult(f"submitted/{student}/{UNIT}/{UNIT}.ipynb", UNIT, student,
                           [ExerciseResult(e.grade_id, [], e.points, 0.0 if e.grade_id in wrong else e.points,
                                           e.grade_id not in wrong, "wrong" if e.grade_id in wrong else "passed")
-                           for e in exercises()])
+                           for e in unit_exercises(UNIT)])
 
 
 def earned(wrong: set[str] = frozenset()) -> float:

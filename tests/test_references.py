@@ -5,16 +5,16 @@ from __future__ import annotations
 
 import pytest
 from catalogue.verdicts import EDITIONS, hidden_messages, selfcheck_messages
-from reference import reference_namespace
+from reference import reference_namespace, unit_exercises
 
-from grader import course, notebook
+from grader import course
 
 
 def reference_failures(unit: str, namespace: dict) -> list[str]:
     """What each exercise's hidden checks and both editions' self-checks say of `namespace`: one
     line per failing exercise, its name first."""
     failures = []
-    for exercise in notebook.exercises(notebook.read(course.source_notebook(unit))):
+    for exercise in unit_exercises(unit):
         answer = exercise.answer_ids[0]
         said = hidden_messages(unit, answer, namespace)
         for edition in EDITIONS:
